@@ -1,0 +1,128 @@
+"""Course configuration, in one place: paths, the data/model sources and the run sizes.
+
+One setting picks the sources: the environment variable ``COURSE_SOURCES``.
+
+* ``standin`` (default): small, offline stand-ins that ``make data`` builds in ``data/``.
+* ``real``: the Hugging Face Hub's ``beans`` and ViT checkpoint, CIFAR-10 and imagenette
+  on S3. Needs network access (and, for sensible run times, GPUs).
+
+Both go through the same code; only names, paths and sizes differ.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("COURSE_DATA_DIR", REPO_ROOT / "data"))
+RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", REPO_ROOT / "results"))
+
+SOURCES_ENV = "COURSE_SOURCES"
+BUILD_COMMAND = "make data"
+
+# Names of the stand-ins, said plainly: they are synthetic and built by this repo.
+STANDIN_BEANS = "synthetic-beans"
+STANDIN_IMAGENETTE = "synthetic-imagenette-dogs-fish"
+STANDIN_CIFAR10 = "synthetic-cifar10"
+STANDIN_VIT = "vit-tiny-pretrained-on-synthetic-cifar10"
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where each data set and the pretrained model come from."""
+
+    kind: str
+    beans: str  # a local imagefolder directory, or a Hub dataset id
+    vit: str  # a local `save_pretrained` directory, or a Hub model id
+    imagenette: str  # URI of a folder holding train/ and val/ synset folders
+    imagenette_labels: str  # URI of the labels CSV (file_name,label)
+    cifar10: str  # URI of a folder holding train/ and test/ parquet files
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work the notebooks do: small on a CPU, the real thing on GPUs."""
+
+    beans_train_steps: int  # optimizer steps of the beans fine-tune
+    beans_batch_size: int  # per device
+    beans_eval_steps: int  # evaluate every this many steps
+    learning_rate: float
+
+
+def _standin_sources(data_dir: Path) -> Sources:
+    imagenette = data_dir / STANDIN_IMAGENETTE
+    return Sources(
+        kind="standin",
+        beans=str(data_dir / STANDIN_BEANS),
+        vit=str(data_dir / STANDIN_VIT),
+        imagenette=str(imagenette),
+        imagenette_labels=str(imagenette / "labels.csv"),
+        cifar10=str(data_dir / STANDIN_CIFAR10),
+    )
+
+
+def _real_sources(data_dir: Path) -> Sources:
+    return Sources(
+        kind="real",
+        beans="beans",
+        vit="google/vit-base-patch16-224-in21k",
+        imagenette="s3://anonymous@air-example-data-2/imagenette2",
+        # imagenette ships no labels file: `make data` writes one for the real folders.
+        imagenette_labels=str(data_dir / "imagenette2-labels.csv"),
+        cifar10="s3://anonymous@ray-example-data/cifar10-parquet",
+    )
+
+
+_SOURCES = {"standin": _standin_sources, "real": _real_sources}
+
+_SIZES = {
+    "standin": Sizes(beans_train_steps=200, beans_batch_size=32, beans_eval_steps=25, learning_rate=1e-3),
+    "real": Sizes(beans_train_steps=200, beans_batch_size=32, beans_eval_steps=50, learning_rate=2e-4),
+}
+
+
+def sources_kind(kind: str | None = None) -> str:
+    """The chosen kind of sources: the argument, else ``$COURSE_SOURCES``, else ``standin``."""
+    kind = (kind or os.environ.get(SOURCES_ENV) or "standin").strip().lower()
+    if kind not in _SOURCES:
+        raise ValueError(
+            f"{SOURCES_ENV}={kind!r} is not a known setting: use one of {sorted(_SOURCES)} "
+            f"(for example `export {SOURCES_ENV}=standin`)."
+        )
+    return kind
+
+
+def get_sources(kind: str | None = None, data_dir: Path | None = None) -> Sources:
+    """The sources for ``kind`` (see :func:`sources_kind`)."""
+    return _SOURCES[sources_kind(kind)](data_dir or DATA_DIR)
+
+
+def get_sizes(kind: str | None = None) -> Sizes:
+    """The run sizes that go with the sources of ``kind``."""
+    return _SIZES[sources_kind(kind)]
+
+
+def describe(sources: Sources, sizes: Sizes) -> str:
+    """A few lines that say which sources and sizes a notebook uses."""
+    lines = [f"sources: {sources.kind}"]
+    lines += [f"  {k:<18} {v}" for k, v in asdict(sources).items() if k != "kind"]
+    lines += ["sizes:"] + [f"  {k:<18} {v}" for k, v in asdict(sizes).items()]
+    return "\n".join(lines)
+
+
+def is_local(uri: str) -> bool:
+    """True for a local path, False for a Hub id or a remote URI such as ``s3://...``."""
+    return "://" not in uri and (uri.startswith(("/", ".")) or Path(uri).exists())
+
+
+def require_local(path: str | Path, what: str) -> Path:
+    """Return ``path`` if it exists; otherwise fail with the command that builds it."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"The {what} is missing at {path}. Build the course data and model with "
+            f"`{BUILD_COMMAND}` in the repository root (about 2 minutes, no network needed)."
+        )
+    return path

@@ -1,0 +1,21 @@
+"""Reading the course data sets, from the stand-ins or the real sources, through one path."""
+
+from __future__ import annotations
+
+from datasets import DatasetDict, load_dataset
+
+from helpers.config import Sources, is_local, require_local
+
+
+def load_beans(sources: Sources) -> DatasetDict:
+    """beans (train/validation/test) with ``image`` and ``labels`` columns, local or from the Hub."""
+    if not is_local(sources.beans):
+        return load_dataset(sources.beans)
+    folder = require_local(sources.beans, "beans-like leaf data set")
+    # The imagefolder builder names the class column `label`; beans calls it `labels`.
+    return load_dataset("imagefolder", data_dir=str(folder)).rename_column("label", "labels")
+
+
+def class_names(dataset: DatasetDict, column: str = "labels") -> list[str]:
+    """The class names of a classification data set, in label-id order."""
+    return list(dataset["train"].features[column].names)

@@ -1,0 +1,104 @@
+"""Hugging Face ViT models: the stand-in checkpoint, and loading any checkpoint with a new head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+from helpers.config import is_local, require_local
+
+# The stand-in for google/vit-base-patch16-224-in21k: same architecture, much smaller.
+TINY_VIT = dict(
+    image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
+    num_attention_heads=4, intermediate_size=256,
+)  # fmt: skip
+
+
+def label_maps(labels: Sequence[str]) -> tuple[dict[int, str], dict[str, int]]:
+    """``id2label`` and ``label2id`` for a list of class names."""
+    return dict(enumerate(labels)), {name: i for i, name in enumerate(labels)}
+
+
+def tiny_vit(labels: Sequence[str]) -> ViTForImageClassification:
+    """A randomly initialised tiny ViT classifier (the stand-in before pretraining)."""
+    id2label, label2id = label_maps(labels)
+    config = ViTConfig(**TINY_VIT, num_labels=len(labels), id2label=id2label, label2id=label2id)
+    return ViTForImageClassification(config)
+
+
+def tiny_vit_processor() -> ViTImageProcessor:
+    """The image processor of the tiny ViT: resize to 64x64, scale to [0, 1], normalise to [-1, 1]."""
+    size = TINY_VIT["image_size"]
+    return ViTImageProcessor(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+
+
+def _checkpoint(name_or_path: str) -> str:
+    """Fail early, with the fix, when a local checkpoint folder has not been built."""
+    if is_local(name_or_path) or Path(name_or_path).is_absolute():
+        require_local(name_or_path, "pretrained ViT checkpoint")
+    return name_or_path
+
+
+def load_processor(name_or_path: str) -> ViTImageProcessor:
+    """The image processor saved with a checkpoint (a local folder or a Hub id)."""
+    return ViTImageProcessor.from_pretrained(_checkpoint(name_or_path))
+
+
+def load_classifier(name_or_path: str, labels: Sequence[str]) -> ViTForImageClassification:
+    """A pretrained ViT with a new, randomly initialised head for ``labels``."""
+    id2label, label2id = label_maps(labels)
+    return ViTForImageClassification.from_pretrained(
+        _checkpoint(name_or_path),
+        num_labels=len(labels),
+        id2label=id2label,
+        label2id=label2id,
+        ignore_mismatched_sizes=True,  # the pretraining head has other classes
+    )
+
+
+def pretrain(
+    model: ViTForImageClassification,
+    pixel_values: torch.Tensor,
+    labels: torch.Tensor,
+    epochs: int = 3,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+) -> list[float]:
+    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses."""
+    torch.manual_seed(seed)
+    steps = epochs * int(np.ceil(len(labels) / batch_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    losses = []
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(labels))
+        total = 0.0
+        for start in tqdm(range(0, len(order), batch_size), desc=f"pretrain epoch {epoch + 1}/{epochs}"):
+            idx = order[start : start + batch_size]
+            loss = model(pixel_values=pixel_values[idx], labels=labels[idx]).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(idx)
+        losses.append(total / len(labels))
+    return losses
+
+
+@torch.no_grad()
+def predict(model: ViTForImageClassification, pixel_values: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """Class ids predicted for a tensor of preprocessed images."""
+    model.eval()
+    device = next(model.parameters()).device
+    chunks = [
+        model(pixel_values=pixel_values[i : i + batch_size].to(device)).logits.argmax(-1).cpu()
+        for i in range(0, len(pixel_values), batch_size)
+    ]
+    return torch.cat(chunks).numpy()

@@ -1,0 +1,56 @@
+"""Plots the notebooks share: image grids, training curves, predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from PIL import Image
+
+
+def image_grid(
+    images: Sequence[Image.Image | np.ndarray],
+    titles: Sequence[str],
+    ncols: int = 6,
+    colors: Sequence[str] | None = None,
+) -> Figure:
+    """Images in a grid, each with its title (optionally coloured, e.g. green right / red wrong)."""
+    nrows = int(np.ceil(len(images) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if i < len(images):
+            image = np.asarray(images[i]).squeeze()
+            ax.imshow(image, cmap="gray" if image.ndim == 2 else None)
+            ax.set_title(titles[i], fontsize=9, color=colors[i] if colors else "black")
+    fig.tight_layout()
+    return fig
+
+
+def prediction_grid(
+    images: Sequence[Image.Image | np.ndarray], predicted: Sequence[str], actual: Sequence[str], ncols: int = 6
+) -> Figure:
+    """Images titled ``predicted (true)``: green when right, red when wrong."""
+    titles = [f"{p}\n(true: {a})" for p, a in zip(predicted, actual, strict=True)]
+    colors = ["green" if p == a else "red" for p, a in zip(predicted, actual, strict=True)]
+    return image_grid(images, titles, ncols=ncols, colors=colors)
+
+
+def training_curves(log_history: list[dict]) -> Figure:
+    """Training loss, validation loss and validation accuracy against the step, from ``Trainer`` logs."""
+    logs = pd.DataFrame(log_history)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.5))
+    train = logs.dropna(subset=["loss"]) if "loss" in logs else logs.iloc[:0]
+    evals = logs.dropna(subset=["eval_loss"]) if "eval_loss" in logs else logs.iloc[:0]
+    ax_loss.plot(train["step"], train["loss"], label="training loss")
+    ax_loss.plot(evals["step"], evals["eval_loss"], "o-", label="validation loss")
+    ax_loss.set(xlabel="step", ylabel="loss", title="Loss")
+    ax_loss.legend()
+    if "eval_accuracy" in evals:
+        ax_acc.plot(evals["step"], evals["eval_accuracy"], "o-", color="tab:green")
+    ax_acc.set(xlabel="step", ylabel="accuracy", title="Validation accuracy", ylim=(0, 1.02))
+    fig.tight_layout()
+    return fig

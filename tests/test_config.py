@@ -1,0 +1,54 @@
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from helpers import config
+
+
+def test_standin_is_the_default(monkeypatch):
+    monkeypatch.delenv(config.SOURCES_ENV, raising=False)
+    assert config.get_sources().kind == "standin"
+
+
+def test_env_switches_to_real(monkeypatch):
+    monkeypatch.setenv(config.SOURCES_ENV, "real")
+    sources = config.get_sources()
+    assert sources.kind == "real"
+    assert sources.beans == "beans"
+    assert sources.vit == "google/vit-base-patch16-224-in21k"
+    assert sources.imagenette.startswith("s3://")
+    assert sources.cifar10.startswith("s3://")
+
+
+def test_unknown_setting_names_the_choices(monkeypatch):
+    monkeypatch.setenv(config.SOURCES_ENV, "hub")
+    with pytest.raises(ValueError, match=r"standin.*COURSE_SOURCES=standin|real"):
+        config.get_sources()
+
+
+def test_standin_sources_are_local_and_real_ones_remote(tmp_path):
+    standin, real = config.get_sources("standin", tmp_path), config.get_sources("real", tmp_path)
+    for field in fields(config.Sources):
+        if field.name == "kind":
+            continue
+        assert config.is_local(getattr(standin, field.name)), field.name
+        assert Path(getattr(standin, field.name)).is_relative_to(tmp_path)
+    assert not config.is_local(real.beans) and not config.is_local(real.vit)
+    assert not config.is_local(real.imagenette) and not config.is_local(real.cifar10)
+
+
+def test_both_settings_have_the_same_fields_and_positive_sizes():
+    for kind in ("standin", "real"):
+        sizes = config.get_sizes(kind)
+        assert sizes.beans_train_steps > 0 and sizes.beans_batch_size > 0 and sizes.learning_rate > 0
+
+
+def test_describe_names_every_source_and_size():
+    text = config.describe(config.get_sources("standin"), config.get_sizes("standin"))
+    assert "sources: standin" in text and "beans_train_steps" in text and config.STANDIN_VIT in text
+
+
+def test_missing_local_folder_names_the_build_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make data"):
+        config.require_local(tmp_path / "nope", "beans-like leaf data set")

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from helpers.features import collate, make_transform, pixel_values, to_rgb
+from helpers.metrics import accuracy_for_trainer, load_accuracy
+from helpers.models import tiny_vit_processor
+
+
+@pytest.fixture(scope="module")
+def processor():
+    return tiny_vit_processor()
+
+
+def test_grayscale_and_arrays_become_rgb():
+    gray = Image.new("L", (10, 12))
+    assert to_rgb(gray).mode == "RGB" and to_rgb(gray).size == (10, 12)
+    assert to_rgb(np.zeros((12, 10, 3), np.uint8)).mode == "RGB"
+    assert to_rgb(np.zeros((1, 12, 10), np.uint8).transpose(1, 2, 0)).mode == "RGB"  # (H, W, 1) grayscale
+
+
+def test_pixel_values_shape_dtype_and_range(processor):
+    images = [Image.new("RGB", (96, 80), (255, 0, 0)), Image.new("L", (50, 50), 0)]
+    values = pixel_values(processor, images)
+    assert values.shape == (2, 3, 64, 64) and values.dtype == torch.float32
+    assert values[0, 0].max() == pytest.approx(1.0) and values[1].min() == pytest.approx(-1.0)
+
+
+def test_transform_and_collate_make_a_trainer_batch(processor):
+    transform = make_transform(processor)
+    out = transform({"image": [Image.new("RGB", (96, 96))] * 3, "labels": [0, 2, 1]})
+    examples = [{"pixel_values": out["pixel_values"][i], "labels": out["labels"][i]} for i in range(3)]
+    batch = collate(examples)
+    assert batch["pixel_values"].shape == (3, 3, 64, 64)
+    assert batch["labels"].dtype == torch.int64 and batch["labels"].tolist() == [0, 2, 1]
+
+
+def test_accuracy_metric_loads_offline_and_counts():
+    metric = load_accuracy()
+    assert metric.compute(predictions=[0, 1, 1, 2], references=[0, 1, 2, 2]) == {"accuracy": 0.75}
+    metric.add_batch(predictions=[1, 1], references=[1, 0])
+    metric.add_batch(predictions=[2], references=[2])
+    assert metric.compute()["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_accuracy_for_trainer_takes_argmax_of_logits():
+    compute = accuracy_for_trainer(load_accuracy())
+    logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    assert compute((logits, np.array([1, 1, 1]))) == {"accuracy": pytest.approx(2 / 3)}
