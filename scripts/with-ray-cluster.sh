@@ -59,7 +59,7 @@ start_cluster() {
   fi
   echo "[ray-cluster] starting a head node and a worker node ($cpus_per_node CPUs each) at $RAY_ADDRESS"
   "$ray_bin" start --head --port="$port" --num-cpus="$cpus_per_node" --temp-dir="$temp_dir" \
-    --include-dashboard=false --dashboard-port=$((port + 1)) --ray-client-server-port=$((port + 2)) \
+    --include-dashboard=false --dashboard-port=$((port + 1)) \
     --disable-usage-stats >"$state/head.log" 2>&1 || { cat "$state/head.log"; return 1; }
   "$ray_bin" start --address="$RAY_ADDRESS" --num-cpus="$cpus_per_node" --temp-dir="$temp_dir" \
     >"$state/worker.log" 2>&1 || { cat "$state/worker.log"; return 1; }
