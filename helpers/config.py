@@ -78,7 +78,7 @@ def _real_sources(data_dir: Path) -> Sources:
 _SOURCES = {"standin": _standin_sources, "real": _real_sources}
 
 _SIZES = {
-    "standin": Sizes(beans_train_steps=200, beans_batch_size=32, beans_eval_steps=25, learning_rate=1e-3),
+    "standin": Sizes(beans_train_steps=300, beans_batch_size=32, beans_eval_steps=50, learning_rate=1e-3),
     "real": Sizes(beans_train_steps=200, beans_batch_size=32, beans_eval_steps=50, learning_rate=2e-4),
 }
 
@@ -126,3 +126,12 @@ def require_local(path: str | Path, what: str) -> Path:
             f"`{BUILD_COMMAND}` in the repository root (about 2 minutes, no network needed)."
         )
     return path
+
+
+def storage_path() -> str:
+    """Where Ray Train keeps checkpoints and results: ``$COURSE_STORAGE_PATH``, else ``results/ray``.
+
+    One machine can use a local folder; a multi-node cluster needs storage that every node
+    reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
+    """
+    return os.environ.get("COURSE_STORAGE_PATH") or str(RESULTS_DIR / "ray")

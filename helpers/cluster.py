@@ -1,0 +1,56 @@
+"""Connecting to Ray, and deciding what to ask it for from what the cluster really has."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import ray
+
+LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
+
+
+def init_ray() -> dict[str, float]:
+    """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources."""
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(ignore_reinit_error=True, logging_level="WARNING")
+    else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
+        os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
+        ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), ignore_reinit_error=True, logging_level="WARNING")
+    return ray.cluster_resources()
+
+
+def quiet_ray_data() -> None:
+    """Fewer progress bars and log lines from Ray Data, so that notebook outputs stay readable."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    context.enable_progress_bars = False
+    context.enable_operator_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to ask Ray for: training workers, inference actors, and GPUs only when they exist."""
+
+    num_workers: int
+    use_gpu: bool
+    num_actors: int
+    gpus_per_actor: float
+
+
+def plan_resources(resources: dict[str, float], max_workers: int = 2, max_actors: int = 2) -> Plan:
+    """A plan that fits ``ray.cluster_resources()``: one GPU per worker and actor if the cluster has GPUs."""
+    gpus = int(resources.get("GPU", 0))
+    cpus = int(resources.get("CPU", 0))
+    if gpus:
+        return Plan(
+            num_workers=min(max_workers, gpus), use_gpu=True, num_actors=min(max_actors, gpus), gpus_per_actor=1
+        )
+    # CPU only: leave a CPU for Ray Data's reads next to every worker and actor.
+    workers = max(1, min(max_workers, cpus // 2))
+    actors = max(1, min(max_actors, (cpus - workers) // 2))
+    return Plan(num_workers=workers, use_gpu=False, num_actors=actors, gpus_per_actor=0)
