@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -39,7 +38,7 @@ def tiny_vit_processor() -> ViTImageProcessor:
 
 def _checkpoint(name_or_path: str) -> str:
     """Fail early, with the fix, when a local checkpoint folder has not been built."""
-    if is_local(name_or_path) or Path(name_or_path).is_absolute():
+    if is_local(name_or_path):
         require_local(name_or_path, "pretrained ViT checkpoint")
     return name_or_path
 
