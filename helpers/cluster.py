@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 
@@ -19,17 +18,6 @@ def init_ray() -> dict[str, float]:
         os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
         ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), ignore_reinit_error=True, logging_level="WARNING")
     return ray.cluster_resources()
-
-
-def quiet_ray_data() -> None:
-    """Fewer progress bars and log lines from Ray Data, so that notebook outputs stay readable."""
-    from ray.data import DataContext
-
-    context = DataContext.get_current()
-    context.enable_progress_bars = False
-    context.enable_operator_progress_bars = False
-    context.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from helpers.metrics import accuracy_for_trainer, load_accuracy
 from helpers.models import load_classifier, load_processor
 
 
-def worker_training_args(sizes: Sizes, per_device_batch_size: int, **overrides: Any) -> TrainingArguments:
+def worker_training_args(sizes: Sizes, per_device_batch_size: int) -> TrainingArguments:
     """The fine-tune recipe of notebook 01 for one Ray Train worker: evaluate and checkpoint together."""
-    args = dict(
+    return TrainingArguments(
         output_dir=tempfile.mkdtemp(prefix="hf-"),  # worker-local; Ray Train copies checkpoints to storage
         max_steps=sizes.beans_train_steps,
         per_device_train_batch_size=per_device_batch_size,
@@ -37,7 +37,6 @@ def worker_training_args(sizes: Sizes, per_device_batch_size: int, **overrides: 
         seed=42,
         **precision_args(),
     )
-    return TrainingArguments(**(args | overrides))
 
 
 def finetune_beans(config: dict[str, Any]) -> None:
