@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
 import ray
+import ray.data
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
 
 
-def init_ray() -> dict[str, float]:
-    """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources."""
+def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
+    """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources.
+
+    ``runtime_env`` (for example ``{"env_vars": {...}}``) reaches every task and actor of this job.
+    """
+    options = {"ignore_reinit_error": True, "logging_level": "WARNING", "runtime_env": runtime_env}
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(ignore_reinit_error=True, logging_level="WARNING")
+        ray.init(**options)
     else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
         os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
-        ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), ignore_reinit_error=True, logging_level="WARNING")
+        ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), **options)
     return ray.cluster_resources()
 
 
@@ -42,3 +48,12 @@ def plan_resources(resources: dict[str, float], max_workers: int = 2, max_actors
     workers = max(1, min(max_workers, cpus // 2))
     actors = max(1, min(max_actors, (cpus - workers) // 2))
     return Plan(num_workers=workers, use_gpu=False, num_actors=actors, gpus_per_actor=0)
+
+
+def quiet_ray_data() -> None:
+    """Fewer Ray Data log lines in notebooks: no progress bars or start banners, warnings only."""
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    context.enable_operator_progress_bars = False
+    context.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)

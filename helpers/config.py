@@ -49,6 +49,9 @@ class Sizes:
     beans_batch_size: int  # per device
     beans_eval_steps: int  # evaluate every this many steps
     learning_rate: float
+    dogs_train_steps: int  # optimizer steps of the dogs-vs-fish fine-tune on Ray Data shards (notebook 03)
+    dogs_eval_steps: int
+    dogs_batch_size: int  # global: split across the workers
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -78,8 +81,24 @@ def _real_sources(data_dir: Path) -> Sources:
 _SOURCES = {"standin": _standin_sources, "real": _real_sources}
 
 _SIZES = {
-    "standin": Sizes(beans_train_steps=300, beans_batch_size=32, beans_eval_steps=50, learning_rate=1e-3),
-    "real": Sizes(beans_train_steps=200, beans_batch_size=32, beans_eval_steps=50, learning_rate=2e-4),
+    "standin": Sizes(
+        beans_train_steps=300,
+        beans_batch_size=32,
+        beans_eval_steps=50,
+        learning_rate=1e-3,
+        dogs_train_steps=200,
+        dogs_eval_steps=50,
+        dogs_batch_size=32,
+    ),
+    "real": Sizes(
+        beans_train_steps=200,
+        beans_batch_size=32,
+        beans_eval_steps=50,
+        learning_rate=2e-4,
+        dogs_train_steps=150,
+        dogs_eval_steps=50,
+        dogs_batch_size=64,
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""Featurizing images for the ViT: the image processor as a dataset transform, and a collator."""
+"""Featurizing images for the ViT: a dataset transform, a collator, and a featurizer class for Ray Data."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import numpy as np
 import torch
 from PIL import Image
 from transformers import ViTImageProcessor
+
+from helpers.models import load_processor
+
+Batch = dict[str, np.ndarray]  # a Ray Data batch in numpy format
 
 
 def to_rgb(image: Image.Image | np.ndarray) -> Image.Image:
@@ -38,3 +42,17 @@ def collate(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
         "labels": torch.tensor([example["labels"] for example in examples]),
     }
+
+
+class Featurizer:
+    """Images and label names to the ViT's ``pixel_values`` and label ids; the processor loads once per actor."""
+
+    def __init__(self, vit: str, classes: Sequence[str]) -> None:
+        self.processor = load_processor(vit)
+        self.class_ids = {name: i for i, name in enumerate(classes)}
+
+    def __call__(self, batch: Batch) -> Batch:
+        return {
+            "pixel_values": pixel_values(self.processor, list(batch["image"])).numpy(),
+            "labels": np.array([self.class_ids[name] for name in batch["label"]], dtype=np.int64),
+        }

@@ -54,3 +54,19 @@ def training_curves(log_history: list[dict]) -> Figure:
     ax_acc.set(xlabel="step", ylabel="accuracy", title="Validation accuracy", ylim=(0, 1.02))
     fig.tight_layout()
     return fig
+
+
+def confusion_matrix(actual: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> Figure:
+    """Counts of (true, predicted) label pairs as a heat map: the diagonal is right, the rest is wrong."""
+    index = {name: i for i, name in enumerate(labels)}
+    counts = np.zeros((len(labels), len(labels)), dtype=int)
+    for a, p in zip(actual, predicted, strict=True):
+        counts[index[a], index[p]] += 1
+    fig, ax = plt.subplots(figsize=(1.2 * len(labels) + 2, 1.2 * len(labels) + 1.5))
+    ax.imshow(counts, cmap="Blues")
+    for (i, j), n in np.ndenumerate(counts):
+        ax.text(j, i, str(n), ha="center", va="center", color="white" if n > counts.max() / 2 else "black")
+    ax.set(xticks=range(len(labels)), yticks=range(len(labels)), xticklabels=labels, yticklabels=labels)
+    ax.set(xlabel="predicted", ylabel="true", title="Confusion matrix")
+    fig.tight_layout()
+    return fig

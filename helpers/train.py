@@ -5,6 +5,9 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+import ray.train
+import torch
+from ray.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
 from transformers import Trainer, TrainingArguments, set_seed
 
 from helpers.config import Sizes, Sources
@@ -14,24 +17,36 @@ from helpers.hardware import precision_args
 from helpers.metrics import accuracy_for_trainer, load_accuracy
 from helpers.models import load_classifier, load_processor
 
+EVAL_BATCH_SIZE = 64
 
-def worker_training_args(sizes: Sizes, per_device_batch_size: int) -> TrainingArguments:
+
+def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
+    """A worker's share of a global batch (world size of this Ray Train run unless given): same steps for any size."""
+    world_size = world_size or ray.train.get_context().get_world_size()
+    if global_batch_size < world_size:
+        raise ValueError(f"a global batch of {global_batch_size} cannot be split across {world_size} workers")
+    return global_batch_size // world_size
+
+
+def worker_training_args(
+    per_device_batch_size: int, max_steps: int, eval_steps: int, learning_rate: float
+) -> TrainingArguments:
     """The fine-tune recipe of notebook 01 for one Ray Train worker: evaluate and checkpoint together."""
     return TrainingArguments(
         output_dir=tempfile.mkdtemp(prefix="hf-"),  # worker-local; Ray Train copies checkpoints to storage
-        max_steps=sizes.beans_train_steps,
+        max_steps=max_steps,
         per_device_train_batch_size=per_device_batch_size,
-        per_device_eval_batch_size=64,
-        learning_rate=sizes.learning_rate,
+        per_device_eval_batch_size=EVAL_BATCH_SIZE,
+        learning_rate=learning_rate,
         lr_scheduler_type="cosine",
         warmup_steps=0.1,
         weight_decay=0.05,
         eval_strategy="steps",
-        eval_steps=sizes.beans_eval_steps,
+        eval_steps=eval_steps,
         save_strategy="steps",  # each save is reported to Ray Train with the latest metrics
-        save_steps=sizes.beans_eval_steps,
+        save_steps=eval_steps,
         save_total_limit=1,
-        logging_steps=sizes.beans_eval_steps,  # workers print their logs: keep them few
+        logging_steps=eval_steps,  # workers print their logs: keep them few
         remove_unused_columns=False,
         disable_tqdm=True,
         seed=42,
@@ -41,9 +56,6 @@ def worker_training_args(sizes: Sizes, per_device_batch_size: int) -> TrainingAr
 
 def finetune_beans(config: dict[str, Any]) -> None:
     """Ray Train worker: notebook 01's fine-tune, reporting metrics and checkpoints to Ray Train."""
-    from ray.train import get_context
-    from ray.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
-
     sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
     ds = load_beans(sources)  # every worker reads the (small) data set itself
     labels = class_names(ds)
@@ -52,10 +64,12 @@ def finetune_beans(config: dict[str, Any]) -> None:
     model = load_classifier(sources.vit, labels)
     prepared = ds.with_transform(make_transform(processor))
 
-    per_device = max(1, sizes.beans_batch_size // get_context().get_world_size())  # same global batch as 01
+    args = worker_training_args(
+        per_worker(sizes.beans_batch_size), sizes.beans_train_steps, sizes.beans_eval_steps, sizes.learning_rate
+    )  # the same global batch as notebook 01
     trainer = Trainer(
         model=model,
-        args=worker_training_args(sizes, per_device),
+        args=args,
         data_collator=collate,
         compute_metrics=accuracy_for_trainer(load_accuracy()),
         train_dataset=prepared["train"],
@@ -64,4 +78,30 @@ def finetune_beans(config: dict[str, Any]) -> None:
     )
     trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
     trainer = prepare_trainer(trainer)  # distributed sampling and devices for this worker
+    trainer.train()
+
+
+def finetune_from_shards(config: dict[str, Any]) -> None:
+    """Ray Train worker: fine-tune on this worker's shard of the Ray Data "train" set, evaluate on "valid"."""
+    sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
+    set_seed(42)  # the same new head on every worker and in every run
+    model = load_classifier(sources.vit, config["classes"])
+    dtypes = {"pixel_values": torch.float32, "labels": torch.int64}
+    train_batches = ray.train.get_dataset_shard("train").iter_torch_batches(
+        batch_size=per_worker(sizes.dogs_batch_size), dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
+    )  # re-iterated every epoch; this worker sees only its shard
+    valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(batch_size=EVAL_BATCH_SIZE, dtypes=dtypes)
+    args = worker_training_args(
+        per_worker(sizes.dogs_batch_size), sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
+    )  # max_steps is required: a stream has no length
+    trainer = Trainer(
+        model=model,
+        args=args,
+        compute_metrics=accuracy_for_trainer(load_accuracy()),
+        train_dataset=train_batches,
+        eval_dataset=valid_batches,
+        processing_class=load_processor(sources.vit),  # saved with every checkpoint, for inference
+    )
+    trainer.add_callback(RayTrainReportCallback())
+    trainer = prepare_trainer(trainer)  # feeds the Ray Data iterables to the Trainer as they are
     trainer.train()

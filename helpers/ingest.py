@@ -1,0 +1,124 @@
+"""Ray Data ingest of labelled image folders: labels by file name, channel counts, labels files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.fs as pafs
+import ray.data
+
+from helpers.config import Sources, require_local
+from helpers.synthetic import IMAGENETTE_SYNSETS
+
+Batch = dict[str, np.ndarray]
+LABEL_COLUMNS = ["file_name", "label"]
+SHOWN = 10  # how many offending file names an error message lists
+
+
+def file_name(path: str) -> str:
+    """The last part of a path or URI: the key that ties an image to its row in ``labels.csv``."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _listing(names: Sequence[str]) -> str:
+    """A few names for an error message, with how many more there are."""
+    shown = ", ".join(sorted(names)[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def check_label_table(table: pd.DataFrame, source: str = "labels.csv") -> pd.DataFrame:
+    """The table if it has ``file_name`` and ``label`` columns and one row per file; else a clear error."""
+    missing = [c for c in LABEL_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"{source} lacks the column(s) {missing}: its header must be `file_name,label`.")
+    repeated = table.loc[table["file_name"].duplicated(), "file_name"].unique().tolist()
+    if repeated:
+        raise ValueError(
+            f"{len(repeated)} file name(s) appear more than once in {source}: {_listing(repeated)}. "
+            "Keep exactly one row per image."
+        )
+    return table[LABEL_COLUMNS].astype(str)
+
+
+def read_labels(uri: str) -> pd.DataFrame:
+    """``labels.csv`` (local path or ``s3://...``) read with Ray Data and checked: one row per file name."""
+    return check_label_table(ray.data.read_csv(uri).to_pandas(), source=uri)
+
+
+def add_labels(batch: Batch, labels: dict[str, str]) -> Batch:
+    """Add ``file_name`` and ``label`` to a batch by looking the file name up; ``""`` when it has no label."""
+    names = [file_name(str(path)) for path in batch["path"]]
+    batch["file_name"] = np.array(names)
+    batch["label"] = np.array([labels.get(name, "") for name in names])
+    return batch
+
+
+def attach_labels(images: ray.data.Dataset, labels: pd.DataFrame) -> ray.data.Dataset:
+    """Each image gets the label of its file name: a keyed lookup, so row order never matters."""
+    lookup = dict(zip(labels["file_name"], labels["label"], strict=True))
+    return images.map_batches(add_labels, fn_kwargs={"labels": lookup}, batch_format="numpy")
+
+
+def check_labels(keys: pd.DataFrame) -> pd.DataFrame:
+    """Images per label from the ``file_name``/``label`` columns; fails naming unlabelled or repeated images."""
+    unlabelled = keys.loc[keys["label"] == "", "file_name"].tolist()
+    if unlabelled:
+        raise ValueError(
+            f"{len(unlabelled)} image(s) have no row in the labels file: {_listing(unlabelled)}. "
+            "Add a `file_name,label` row for each, or remove the images."
+        )
+    repeated = keys.loc[keys["file_name"].duplicated(), "file_name"].unique().tolist()
+    if repeated:
+        raise ValueError(
+            f"{len(repeated)} file name(s) occur in more than one folder: {_listing(repeated)}. "
+            "File names are the join key: rename the copies."
+        )
+    return keys.groupby("label").size().rename("images").to_frame()
+
+
+def channels(image: np.ndarray) -> int:
+    """Colour channels of an image array: ``(H, W, C)`` has C; ``(H, W)`` and Ray's ``(1, H, W)`` have 1."""
+    if image.ndim == 2 or image.shape[0] == 1:
+        return 1
+    return int(image.shape[-1])
+
+
+def add_shapes(batch: Batch) -> Batch:
+    """Add each image's ``shape`` (as text), ``ndim`` and ``channels``: for counting odd images."""
+    images = batch["image"]
+    batch["shape"] = np.array([str(tuple(image.shape)) for image in images])
+    batch["ndim"] = np.array([image.ndim for image in images])
+    batch["channels"] = np.array([channels(image) for image in images])
+    return batch
+
+
+def keep_rgb(batch: Batch) -> Batch:
+    """Only the rows whose image has 3 channels (grayscale and RGBA images are dropped)."""
+    keep = np.array([channels(image) == 3 for image in batch["image"]], dtype=bool)
+    return {name: column[keep] for name, column in batch.items()}
+
+
+def labels_from_folders(
+    root_uri: str, synsets: dict[str, str], splits: Sequence[str] = ("train", "val")
+) -> pd.DataFrame:
+    """A labels table for imagenette's layout ``<root>/<split>/<synset>/<file>``: the folder names the class."""
+    filesystem, root = pafs.FileSystem.from_uri(root_uri)
+    rows = []
+    for split in splits:
+        for synset, label in synsets.items():
+            selector = pafs.FileSelector(f"{root}/{split}/{synset}", recursive=False)
+            files = sorted(info.base_name for info in filesystem.get_file_info(selector) if info.is_file)
+            rows += [(name, label) for name in files]
+    return pd.DataFrame(rows, columns=LABEL_COLUMNS)
+
+
+def ensure_labels(sources: Sources) -> str:
+    """The labels file of the dogs-vs-fish images. Real imagenette ships none: write it from the folders."""
+    path = Path(sources.imagenette_labels)
+    if sources.kind == "real" and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        labels_from_folders(sources.imagenette, IMAGENETTE_SYNSETS).to_csv(path, index=False)
+    return str(require_local(path, "dogs-vs-fish labels file"))

@@ -1,0 +1,51 @@
+"""The featurizer and the inference class on one batch; the batch arithmetic of the train loops."""
+
+import numpy as np
+import pytest
+
+from helpers.features import Featurizer
+from helpers.inference import ImageClassifier
+from helpers.models import tiny_vit, tiny_vit_processor
+from helpers.train import per_worker
+
+
+def image_batch() -> dict[str, np.ndarray]:
+    images = np.empty(3, dtype=object)
+    images[:] = [np.full((80, 80, 3), 200, np.uint8), np.zeros((1, 80, 80), np.uint8), np.zeros((50, 70, 3), np.uint8)]
+    return {"image": images, "label": np.array(["fish", "dog", "fish"])}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vit")
+    tiny_vit(["dog", "fish"]).save_pretrained(folder)
+    tiny_vit_processor().save_pretrained(folder)
+    return folder
+
+
+def test_featurizer_gives_float_pixels_and_int_labels(model_dir):
+    out = Featurizer(str(model_dir), classes=["dog", "fish"])(image_batch())
+    assert out["pixel_values"].shape == (3, 3, 64, 64) and out["pixel_values"].dtype == np.float32
+    assert out["labels"].tolist() == [1, 0, 1] and out["labels"].dtype == np.int64
+    assert -1.0 <= out["pixel_values"].min() and out["pixel_values"].max() <= 1.0
+
+
+def test_classifier_labels_a_whole_batch_in_one_forward_pass(model_dir):
+    classifier = ImageClassifier(model_dir)
+    calls = []
+    forward = classifier.model.forward
+    classifier.model.forward = lambda *args, **kwargs: calls.append(1) or forward(*args, **kwargs)
+    out = classifier(image_batch())
+    assert len(calls) == 1
+    assert out["predicted"].shape == (3,) and set(out["predicted"]) <= {"dog", "fish"}
+    assert out["label"].tolist() == ["fish", "dog", "fish"]  # the other columns pass through
+
+
+@pytest.mark.parametrize(("global_batch", "workers", "expected"), [(32, 1, 32), (32, 2, 16), (512, 4, 128), (10, 3, 3)])
+def test_a_global_batch_is_split_across_workers(global_batch, workers, expected):
+    assert per_worker(global_batch, workers) == expected
+
+
+def test_a_batch_smaller_than_the_worker_count_is_refused():
+    with pytest.raises(ValueError, match="cannot be split across 4 workers"):
+        per_worker(2, 4)

@@ -1,0 +1,101 @@
+"""Notebook 03's read path on Ray: mixed grayscale blocks, the label join, and the same data from S3.
+
+The S3 part is real: a moto S3 server on loopback holds a copy of the dogs-vs-fish folder, and
+Ray Data reads ``s3://...`` with the endpoint from the standard ``AWS_*`` environment variables.
+"""
+
+import hashlib
+import os
+from collections.abc import Iterator
+
+import boto3
+import numpy as np
+import pandas as pd
+import pytest
+import ray
+import ray.data
+from moto.server import ThreadedMotoServer
+from PIL import Image
+
+from helpers import config
+from helpers.cluster import init_ray, quiet_ray_data
+from helpers.ingest import add_shapes, attach_labels, check_labels, keep_rgb, read_labels
+
+STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
+BUCKET = "course-data"
+
+
+@pytest.fixture(scope="module")
+def s3_env() -> Iterator[dict[str, str]]:
+    """A loopback S3 server holding the stand-in folder; yields the AWS_* variables that reach it."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    for path in STANDIN.rglob("*"):
+        if path.is_file():
+            s3.upload_file(str(path), BUCKET, f"{STANDIN.name}/{path.relative_to(STANDIN)}")
+    yield env
+    server.stop()
+    for name, value in saved.items():
+        os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+
+
+@pytest.fixture(scope="module")
+def ray_with_s3(s3_env: dict[str, str]) -> Iterator[None]:
+    """Ray (the test cluster, or a local runtime) whose workers see the S3 endpoint variables."""
+    ray.shutdown()
+    init_ray(runtime_env={"env_vars": s3_env})
+    quiet_ray_data()
+    yield
+    ray.shutdown()
+
+
+def read_labelled(root: str, labels_uri: str) -> ray.data.Dataset:
+    """The read path of notebook 03: images with their paths, labels attached by file name."""
+    images = ray.data.read_images(f"{root}/train", include_paths=True)
+    return attach_labels(images, read_labels(labels_uri))
+
+
+def as_table(ds: ray.data.Dataset) -> pd.DataFrame:
+    """File name, label and a digest of the pixels of every image (grayscale may be (H, W) or (1, H, W))."""
+    rows = ds.to_pandas()
+    rows["digest"] = [hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest() for image in rows["image"]]
+    return rows[["file_name", "label", "digest"]].sort_values("file_name").reset_index(drop=True)
+
+
+@pytest.mark.usefixtures("ray_with_s3")
+def test_every_image_gets_the_label_of_its_folder():
+    table = as_table(read_labelled(str(STANDIN), str(STANDIN / "labels.csv")))
+    assert len(table) == table["file_name"].nunique() == 600
+    check_labels(table)
+    expected = table["file_name"].str.startswith("n02102040").map({True: "dog", False: "fish"})
+    assert (table["label"] == expected).all()
+
+
+@pytest.mark.usefixtures("ray_with_s3")
+def test_channel_counts_find_every_grayscale_file_in_mixed_blocks():
+    on_disk = sum(Image.open(path).mode == "L" for path in STANDIN.glob("train/*/*.JPEG"))
+    ds = ray.data.read_images(f"{STANDIN}/train", include_paths=True)
+    counts = ds.map_batches(add_shapes).select_columns(["channels"]).to_pandas()["channels"].value_counts()
+    assert on_disk > 0 and counts[1] == on_disk
+    assert ds.map_batches(keep_rgb).count() == 600 - on_disk
+
+
+@pytest.mark.usefixtures("ray_with_s3")
+def test_s3_gives_the_same_images_and_labels_as_the_local_folder():
+    root = f"s3://{BUCKET}/{STANDIN.name}"
+    from_s3 = as_table(read_labelled(root, f"{root}/labels.csv"))
+    local = as_table(read_labelled(str(STANDIN), str(STANDIN / "labels.csv")))
+    assert len(from_s3) == 600
+    pd.testing.assert_frame_equal(from_s3, local)
