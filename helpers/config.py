@@ -15,6 +15,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("COURSE_DATA_DIR", REPO_ROOT / "data"))
 RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", REPO_ROOT / "results"))
@@ -52,6 +54,11 @@ class Sizes:
     dogs_train_steps: int  # optimizer steps of the dogs-vs-fish fine-tune on Ray Data shards (notebook 03)
     dogs_eval_steps: int
     dogs_batch_size: int  # global: split across the workers
+    cifar_model: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
+    cifar_train_size: int | None  # images of the train split to use (None: all)
+    cifar_valid_size: int | None  # images of the test split to validate on (None: all)
+    cifar_epochs: int
+    cifar_batch_size: int  # global: split across the workers
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -89,6 +96,11 @@ _SIZES = {
         dogs_train_steps=200,
         dogs_eval_steps=50,
         dogs_batch_size=32,
+        cifar_model="small",
+        cifar_train_size=4000,
+        cifar_valid_size=1000,
+        cifar_epochs=3,
+        cifar_batch_size=64,
     ),
     "real": Sizes(
         beans_train_steps=200,
@@ -98,6 +110,11 @@ _SIZES = {
         dogs_train_steps=150,
         dogs_eval_steps=50,
         dogs_batch_size=64,
+        cifar_model="full",
+        cifar_train_size=None,
+        cifar_valid_size=None,
+        cifar_epochs=10,
+        cifar_batch_size=512,
     ),
 }
 
@@ -154,3 +171,10 @@ def storage_path() -> str:
     reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
     """
     return os.environ.get("COURSE_STORAGE_PATH") or str(RESULTS_DIR / "ray")
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path for a local path (relative ones too) or a URI such as ``s3://...``."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), str(Path(uri).resolve())
+    return pafs.FileSystem.from_uri(uri)

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.fs as pafs
 import ray.data
 
-from helpers.config import Sources, require_local
+from helpers.config import Sources, filesystem, require_local
 from helpers.synthetic import IMAGENETTE_SYNSETS
 
 Batch = dict[str, np.ndarray]
@@ -105,12 +105,12 @@ def labels_from_folders(
     root_uri: str, synsets: dict[str, str], splits: Sequence[str] = ("train", "val")
 ) -> pd.DataFrame:
     """A labels table for imagenette's layout ``<root>/<split>/<synset>/<file>``: the folder names the class."""
-    filesystem, root = pafs.FileSystem.from_uri(root_uri)
+    fs, root = filesystem(root_uri)
     rows = []
     for split in splits:
         for synset, label in synsets.items():
             selector = pafs.FileSelector(f"{root}/{split}/{synset}", recursive=False)
-            files = sorted(info.base_name for info in filesystem.get_file_info(selector) if info.is_file)
+            files = sorted(info.base_name for info in fs.get_file_info(selector) if info.is_file)
             rows += [(name, label) for name in files]
     return pd.DataFrame(rows, columns=LABEL_COLUMNS)
 

@@ -1,0 +1,71 @@
+"""The plain-PyTorch ViT and the CIFAR-10 loading of notebook 04."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import config
+from helpers.cifar import load_split, normalize, pairs, train_epoch, validate
+from helpers.vit import FULL, SMALL, VisionTransformer, ViTSize, count_parameters, size_named
+
+CIFAR = str(config.DATA_DIR / config.STANDIN_CIFAR10)
+
+
+def test_vit_gives_one_logit_per_class():
+    model = VisionTransformer(SMALL)
+    assert model(torch.zeros(5, 3, 32, 32)).shape == (5, 10)
+
+
+def test_full_size_is_the_tutorials_14_3_million_parameters():
+    assert count_parameters(VisionTransformer(FULL)) == pytest.approx(14.3e6, rel=0.01)
+    assert count_parameters(VisionTransformer(SMALL)) < 1e6
+    assert size_named("full") == FULL and size_named("small") == SMALL
+
+
+def test_unknown_sizes_and_patches_that_do_not_tile_are_refused():
+    with pytest.raises(ValueError, match="small"):
+        size_named("huge")
+    with pytest.raises(ValueError, match="multiple"):
+        VisionTransformer(ViTSize(patch_size=5))
+
+
+def test_a_training_step_lowers_the_loss_on_a_fixed_batch():
+    torch.manual_seed(0)
+    model = VisionTransformer(SMALL)
+    images, labels = torch.randn(16, 3, 32, 32), torch.arange(16) % 10
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    before = torch.nn.functional.cross_entropy(model(images), labels).item()
+    for _ in range(5):
+        train_epoch(model, [(images, labels)], optimizer, torch.device("cpu"), progress=False)
+    assert validate(model, [(images, labels)], torch.device("cpu"))["val_loss"] < before
+
+
+def test_normalize_maps_pixels_to_minus_one_to_one_channels_first():
+    images = np.array([[[[0, 255, 128]]]], dtype=np.uint8)  # one 1x1 image
+    out = normalize(images)
+    assert out.shape == (1, 3, 1, 1) and out.dtype == np.float32
+    assert out[0, :, 0, 0] == pytest.approx([-1.0, 1.0, 0.0039], abs=1e-3)
+
+
+def test_load_split_reads_the_parquet_tensor_column_and_respects_the_limit():
+    images, labels = load_split(CIFAR, "test", limit=50)
+    assert images.shape == (50, 32, 32, 3) and images.dtype == np.uint8
+    assert labels.shape == (50,) and set(labels) <= set(range(10))
+
+
+def test_pairs_turns_ray_batches_into_tuples():
+    batches = [{"image": torch.zeros(2, 3), "label": torch.tensor([1, 2])}]
+    (images, labels), *rest = list(pairs(batches))
+    assert images.shape == (2, 3) and labels.tolist() == [1, 2] and not rest
+
+
+def test_load_split_gives_the_same_pixels_with_and_without_rays_tensor_type():
+    """Importing ray.data registers Ray's tensor column type, which changes what pyarrow returns."""
+    script = f"from helpers.cifar import load_split; print(int(load_split({CIFAR!r}, 'test', 20)[0].sum()))"
+    without_ray = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    import ray.data  # noqa: F401
+
+    assert int(without_ray.stdout) == int(load_split(CIFAR, "test", 20)[0].sum())
