@@ -99,7 +99,7 @@ _SIZES = {
         cifar_model="small",
         cifar_train_size=4000,
         cifar_valid_size=1000,
-        cifar_epochs=3,
+        cifar_epochs=2,
         cifar_batch_size=64,
     ),
     "real": Sizes(
