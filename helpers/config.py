@@ -22,6 +22,7 @@ DATA_DIR = Path(os.environ.get("COURSE_DATA_DIR", REPO_ROOT / "data"))
 RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", REPO_ROOT / "results"))
 
 SOURCES_ENV = "COURSE_SOURCES"
+ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
 BUILD_COMMAND = "make data"
 
 # Names of the stand-ins, said plainly: they are synthetic and built by this repo.
@@ -177,4 +178,6 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and path for a local path (relative ones too) or a URI such as ``s3://...``."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), str(Path(uri).resolve())
+    if uri.startswith(ANONYMOUS_S3):  # Ray's spelling for public buckets; pyarrow wants a flag instead
+        return pafs.S3FileSystem(anonymous=True), uri.removeprefix(ANONYMOUS_S3)
     return pafs.FileSystem.from_uri(uri)

@@ -52,3 +52,11 @@ def test_describe_names_every_source_and_size():
 def test_missing_local_folder_names_the_build_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="make data"):
         config.require_local(tmp_path / "nope", "beans-like leaf data set")
+
+
+def test_filesystem_resolves_local_paths_and_public_buckets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fs, path = config.filesystem("relative/folder")
+    assert fs.type_name == "local" and path == str(tmp_path / "relative/folder")
+    fs, path = config.filesystem("s3://anonymous@air-example-data-2/imagenette2")
+    assert fs.type_name == "s3" and path == "air-example-data-2/imagenette2"
