@@ -29,12 +29,17 @@ def _listing(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
 
 
+def _repeated(names: pd.Series) -> list[str]:
+    """The names that occur more than once, each listed once."""
+    return names[names.duplicated()].unique().tolist()
+
+
 def check_label_table(table: pd.DataFrame, source: str = "labels.csv") -> pd.DataFrame:
     """The table if it has ``file_name`` and ``label`` columns and one row per file; else a clear error."""
     missing = [c for c in LABEL_COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"{source} lacks the column(s) {missing}: its header must be `file_name,label`.")
-    repeated = table.loc[table["file_name"].duplicated(), "file_name"].unique().tolist()
+    repeated = _repeated(table["file_name"])
     if repeated:
         raise ValueError(
             f"{len(repeated)} file name(s) appear more than once in {source}: {_listing(repeated)}. "
@@ -70,7 +75,7 @@ def check_labels(keys: pd.DataFrame) -> pd.DataFrame:
             f"{len(unlabelled)} image(s) have no row in the labels file: {_listing(unlabelled)}. "
             "Add a `file_name,label` row for each, or remove the images."
         )
-    repeated = keys.loc[keys["file_name"].duplicated(), "file_name"].unique().tolist()
+    repeated = _repeated(keys["file_name"])
     if repeated:
         raise ValueError(
             f"{len(repeated)} file name(s) occur in more than one folder: {_listing(repeated)}. "

@@ -86,13 +86,14 @@ def finetune_from_shards(config: dict[str, Any]) -> None:
     sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
     set_seed(42)  # the same new head on every worker and in every run
     model = load_classifier(sources.vit, config["classes"])
+    batch_size = per_worker(sizes.dogs_batch_size)
     dtypes = {"pixel_values": torch.float32, "labels": torch.int64}
     train_batches = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=per_worker(sizes.dogs_batch_size), dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
+        batch_size=batch_size, dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
     )  # re-iterated every epoch; this worker sees only its shard
     valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(batch_size=EVAL_BATCH_SIZE, dtypes=dtypes)
     args = worker_training_args(
-        per_worker(sizes.dogs_batch_size), sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
+        batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
     )  # max_steps is required: a stream has no length
     trainer = Trainer(
         model=model,
