@@ -2,36 +2,65 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# The environment the course runs in: a venv made here (default), or any other prefix that has
+# bin/python, a conda environment for example: `make test VENV=$$CONDA_PREFIX`. Every command below,
+# the local Ray cluster included, uses it.
+VENV ?= .venv
+export VENV
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
 BIN := $(VENV)/bin
-CONSTRAINTS := requirements/constraints.txt
-INSTALLED := $(VENV)/.installed
+LOCK := requirements/lock.txt
+INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
+# torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
+# (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
+TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
 
-# Offline by default: never let a library wait on the Hub. COURSE_SOURCES=real turns this off.
-ifneq ($(COURSE_SOURCES),real)
+# Offline by default: never let a library wait on the Hub. COURSE_SOURCES=real turns this off; the
+# value is read as helpers.config reads it (case and spaces do not matter).
+SOURCES := $(strip $(shell printf '%s' '$(COURSE_SOURCES)' | tr '[:upper:]' '[:lower:]'))
+ifneq ($(SOURCES),real)
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup data run test lab lint lock clean
+.PHONY: help setup hooks data run test lab lint lock clean sources
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-setup: $(INSTALLED) ## create .venv and install the pinned packages
+setup: $(INSTALLED) ## create .venv (or use VENV=...) and install the locked packages
 
-$(INSTALLED): pyproject.toml $(CONSTRAINTS)
+$(INSTALLED): pyproject.toml $(LOCK) scripts/check_python.py
+	@py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
+	if [ -z "$$py" ]; then echo "No python3 found. This course needs Python 3.11 (3.11.5 or newer)." >&2; exit 1; fi; \
+	"$$py" scripts/check_python.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing pinned packages into $(VENV) (a few minutes the first time)"
-	@start=$$(date +%s); \
-	$(BIN)/pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) torch && \
-	$(BIN)/pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[dev]" && \
+	@echo "installing the locked packages into $(VENV) (about 2 minutes the first time)"
+	@start=$$(date +%s); set -e; index="$(TORCH_INDEX)"; \
+	if [ -n "$$index" ] && ! $(BIN)/python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+	    "$$index/torch/" >/dev/null 2>&1; then \
+	  echo "($$index cannot be reached: torch comes from the default index)"; index=; fi; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+	  $${index:+--index-url $$index --extra-index-url https://pypi.org/simple} torch==2.13.0; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) uv; \
+	if $(BIN)/python -m uv --version >/dev/null 2>&1; then \
+	  $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) -e ".[dev]"; \
+	else \
+	  echo "uv is not available here: installing with pip (slower)"; \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) -e ".[dev]"; \
+	fi; \
 	echo "installed in $$(( $$(date +%s) - start )) s"
+	@$(MAKE) --no-print-directory hooks
 	@touch $@
+
+hooks: ## strip notebook outputs on commit (nbstripout as a git filter; `make setup` runs it)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  $(BIN)/python -m nbstripout --install --attributes .gitattributes && \
+	  echo "git strips notebook outputs on commit (nbstripout filter); your working copy keeps them"; \
+	fi
 
 data: setup ## build the offline stand-in data and model in data/ (about 2 minutes, once)
 	$(BIN)/python -m helpers.build
@@ -51,9 +80,12 @@ lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format helpers tests scripts
 
-lock: setup ## rewrite the constraints file from the current .venv
-	@{ head -2 $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/'; } > $(CONSTRAINTS).new
-	@mv $(CONSTRAINTS).new $(CONSTRAINTS)
+lock: setup ## re-resolve requirements/lock.txt for every supported platform (after editing pyproject.toml)
+	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version 3.11.5 \
+	  --custom-compile-command "make lock" --quiet -o $(LOCK) $(if $(UPGRADE),--upgrade)
+
+sources: ## print the data/model sources setting as the Makefile reads it
+	@echo "COURSE_SOURCES=$(if $(SOURCES),$(SOURCES),standin) HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-0}"
 
 clean: ## remove results and the local cluster's state (keeps .venv and data/)
 	$(CLUSTER) stop

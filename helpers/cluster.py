@@ -8,15 +8,35 @@ from dataclasses import dataclass
 
 import ray
 import ray.data
+from ray._private import ray_constants
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+# Ray's switch for single-machine mode: with it off, Ray keeps 127.0.0.1 as it is instead of swapping in
+# the machine's LAN address (and then binding its servers on every interface).
+SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def is_on_this_machine(address: str | None) -> bool:
+    """True for no address (a local runtime) or a loopback ``host:port``, False for a remote cluster."""
+    return not address or address.rsplit(":", 1)[0] in LOOPBACK
+
+
+def keep_on_loopback() -> None:
+    """Ray on this machine listens on 127.0.0.1 only: for this process and every process it starts."""
+    os.environ[SINGLE_MACHINE] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read when Ray resolves this node's address
 
 
 def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
     """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources.
 
-    ``runtime_env`` (for example ``{"env_vars": {...}}``) reaches every task and actor of this job.
+    On this machine (a local runtime, or the course's local cluster) Ray stays on 127.0.0.1: nothing is
+    reachable from the network. ``runtime_env`` (for example ``{"env_vars": {...}}``) reaches every task
+    and actor of this job.
     """
+    if is_on_this_machine(os.environ.get("RAY_ADDRESS")):
+        keep_on_loopback()
     options = {"ignore_reinit_error": True, "logging_level": "WARNING", "runtime_env": runtime_env}
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**options)

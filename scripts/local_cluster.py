@@ -1,0 +1,73 @@
+"""Start a head node and one worker node on this machine, both listening on 127.0.0.1 only.
+
+Called by scripts/with-ray-cluster.sh (which exports RAY_AUTH_MODE=token and the token path); it
+returns once both nodes are up and leaves them running; the shell script stops them.
+
+Why not two `ray start` calls: on Linux `ray start` rewrites 127.0.0.1 to the machine's LAN address
+and binds its servers on every interface; with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 it keeps loopback
+but refuses a second node. Ray's own multi-node-on-one-machine tool, `ray.cluster_utils.Cluster`,
+starts nodes directly, so with that setting both nodes bind to 127.0.0.1. It also gives the second
+node no log monitor of its own: a line a worker prints reaches the driver once, not once per node.
+It starts no Ray Client server (nothing on port 10001).
+
+    python scripts/local_cluster.py --port 6389 --cpus-per-node 4 --temp-dir /tmp/ray-course-...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before `import ray`: every node and worker on loopback
+
+import psutil  # noqa: E402
+import ray  # noqa: E402
+import ray._private.utils  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+# Cluster() notes its address in /tmp/ray/ray_current_cluster for Ray's own tests; here that would point
+# a learner's `ray.init(address="auto")` at this cluster (and fails when /tmp/ray does not exist).
+ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+
+GiB = 1024**3
+
+
+def object_store_bytes() -> int:
+    """Object store per node: 15 % of this machine's memory, between 1 and 4 GiB (two nodes share it)."""
+    return int(min(4 * GiB, max(1 * GiB, 0.15 * psutil.virtual_memory().total)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True, help="the head node's GCS port")
+    parser.add_argument("--cpus-per-node", type=int, required=True)
+    parser.add_argument("--gpus-per-node", type=int, default=0, help="logical GPUs each node reports")
+    parser.add_argument("--temp-dir", required=True, help="Ray's temp folder: every process names it")
+    args = parser.parse_args()
+
+    node = dict(
+        num_cpus=args.cpus_per_node,
+        num_gpus=args.gpus_per_node,
+        object_store_memory=object_store_bytes(),
+        temp_dir=args.temp_dir,
+        min_worker_port=0,  # workers take free ports chosen by the OS, on 127.0.0.1
+        max_worker_port=0,
+    )
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**node, "gcs_server_port": args.port, "include_dashboard": False},
+        shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
+    )
+    cluster.add_node(**node)  # no log monitor on the second node: worker lines reach the driver once
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    nodes = [n for n in ray.nodes() if n["Alive"]]
+    resources = ray.cluster_resources()
+    print(
+        f"[ray-cluster] up at {cluster.address}: {len(nodes)} nodes, {resources.get('CPU', 0):.0f} CPUs, "
+        f"{resources.get('GPU', 0):.0f} GPUs, listening on {sorted({n['NodeManagerAddress'] for n in nodes})}"
+    )
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
