@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -165,6 +166,35 @@ def require_local(path: str | Path, what: str) -> Path:
     return path
 
 
+def require_data(sources: Sources) -> Sources:
+    """``sources`` if what they name is there; otherwise an error that names the place and the fix.
+
+    Stand-ins must be built (`make data`); folders on S3 must exist (a wrong bucket or prefix is named,
+    with the setting that chose it). Hub ids are checked by the Hub when they are loaded.
+    """
+    for name, uri in asdict(sources).items():
+        if name == "kind" or (sources.kind == "real" and name == "imagenette_labels"):  # written on first use
+            continue
+        if "://" in uri:
+            require_remote(uri, f"`{name}` of {SOURCES_ENV}={sources.kind}")
+        elif is_local(uri) or sources.kind == "standin":
+            require_local(uri, f"stand-in `{name}`")
+    return sources
+
+
+def require_remote(uri: str, what: str) -> str:
+    """``uri`` if something is there; otherwise an error naming the URI, what it is for, and how to change it."""
+    fix = f"check the bucket and prefix, or change {SOURCES_ENV} (or the URI in helpers/config.py)"
+    fs, path = filesystem(uri)
+    try:
+        found = fs.get_file_info(path).type != pafs.FileType.NotFound
+    except OSError as error:  # no such bucket, no network, no permission
+        raise FileNotFoundError(f"Cannot read {uri} ({what}): {error}. {fix[0].upper() + fix[1:]}.") from None
+    if not found:
+        raise FileNotFoundError(f"Nothing at {uri} ({what}): {fix}.")
+    return uri
+
+
 def storage_path() -> str:
     """Where Ray Train keeps checkpoints and results: ``$COURSE_STORAGE_PATH``, else ``results/ray``.
 
@@ -172,6 +202,20 @@ def storage_path() -> str:
     reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
     """
     return os.environ.get("COURSE_STORAGE_PATH") or str(RESULTS_DIR / "ray")
+
+
+# Checkpoints kept per Ray Train run; older ones are deleted (the real ViT's are about 1 GB each). Ray Train's
+# `result.metrics_dataframe` lists the reports of kept checkpoints only: 6 keeps every evaluation of the course's runs.
+CHECKPOINTS_KEPT = 6
+
+
+def run_name(name: str, now: datetime | None = None) -> str:
+    """A Ray Train run name of its own for every run, ``<name>-<date>_<time>``.
+
+    Runs with the same name and storage would share one folder: a rerun would find the last run's
+    checkpoints, and ``result.metrics_dataframe`` would hold both runs' rows.
+    """
+    return f"{name}-{(now or datetime.now()).strftime('%Y-%m-%d_%H-%M-%S')}"
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import ray.train
 import torch
 from ray.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
-from transformers import Trainer, TrainingArguments, set_seed
+from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
 from helpers.config import Sizes, Sources
 from helpers.data import class_names, load_beans
@@ -29,11 +32,11 @@ def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
 
 
 def worker_training_args(
-    per_device_batch_size: int, max_steps: int, eval_steps: int, learning_rate: float
+    output_dir: str, per_device_batch_size: int, max_steps: int, eval_steps: int, learning_rate: float
 ) -> TrainingArguments:
     """The fine-tune recipe of notebook 01 for one Ray Train worker: evaluate and checkpoint together."""
     return TrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="hf-"),  # worker-local; Ray Train copies checkpoints to storage
+        output_dir=output_dir,  # worker-local and temporary; Ray Train copies checkpoints to storage
         max_steps=max_steps,
         per_device_train_batch_size=per_device_batch_size,
         per_device_eval_batch_size=EVAL_BATCH_SIZE,
@@ -54,8 +57,31 @@ def worker_training_args(
     )
 
 
-def finetune_beans(config: dict[str, Any]) -> None:
-    """Ray Train worker: notebook 01's fine-tune, reporting metrics and checkpoints to Ray Train."""
+class MarkResume(TrainerCallback):
+    """Adds ``resumed_from_step`` to the reported metrics: 0 on a fresh start, the checkpoint's step after a restart."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        state.log_history.append({"resumed_from_step": state.global_step})  # reported with every checkpoint
+
+
+class CrashAt(TrainerCallback):
+    """Kill this worker's process when training reaches ``step``: a lost machine, on purpose (notebook 02b)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            print(f"worker {ray.train.get_context().get_world_rank()}: dying at step {state.global_step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def finetune_beans(config: dict[str, Any], extra_callbacks: Sequence[TrainerCallback] = ()) -> None:
+    """Ray Train worker: notebook 01's fine-tune, reporting metrics and checkpoints to Ray Train.
+
+    After a failure Ray Train restarts the workers and hands them the last reported checkpoint:
+    training then resumes from it (model, optimizer, schedule and step), not from step 0.
+    """
     sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
     ds = load_beans(sources)  # every worker reads the (small) data set itself
     labels = class_names(ds)
@@ -64,8 +90,13 @@ def finetune_beans(config: dict[str, Any]) -> None:
     model = load_classifier(sources.vit, labels)
     prepared = ds.with_transform(make_transform(processor))
 
+    scratch = tempfile.TemporaryDirectory(prefix="hf-")  # removed when training ends, also on an error
     args = worker_training_args(
-        per_worker(sizes.beans_batch_size), sizes.beans_train_steps, sizes.beans_eval_steps, sizes.learning_rate
+        scratch.name,
+        per_worker(sizes.beans_batch_size),
+        sizes.beans_train_steps,
+        sizes.beans_eval_steps,
+        sizes.learning_rate,
     )  # the same global batch as notebook 01
     trainer = Trainer(
         model=model,
@@ -77,8 +108,16 @@ def finetune_beans(config: dict[str, Any]) -> None:
         processing_class=processor,
     )
     trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
+    for callback in [MarkResume(), *extra_callbacks]:
+        trainer.add_callback(callback)
     trainer = prepare_trainer(trainer)  # distributed sampling and devices for this worker
-    trainer.train()
+    checkpoint = ray.train.get_checkpoint()  # None on a fresh start; the last reported one after a restart
+    with scratch:
+        if checkpoint is None:
+            trainer.train()
+        else:
+            with checkpoint.as_directory() as folder:  # the Hugging Face checkpoint sits in checkpoint/
+                trainer.train(resume_from_checkpoint=os.path.join(folder, RayTrainReportCallback.CHECKPOINT_NAME))
 
 
 def finetune_from_shards(config: dict[str, Any]) -> None:
@@ -92,8 +131,9 @@ def finetune_from_shards(config: dict[str, Any]) -> None:
         batch_size=batch_size, dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
     )  # re-iterated every epoch; this worker sees only its shard
     valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(batch_size=EVAL_BATCH_SIZE, dtypes=dtypes)
+    scratch = tempfile.TemporaryDirectory(prefix="hf-")  # removed when training ends, also on an error
     args = worker_training_args(
-        batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
+        scratch.name, batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
     )  # max_steps is required: a stream has no length
     trainer = Trainer(
         model=model,
@@ -105,4 +145,5 @@ def finetune_from_shards(config: dict[str, Any]) -> None:
     )
     trainer.add_callback(RayTrainReportCallback())
     trainer = prepare_trainer(trainer)  # feeds the Ray Data iterables to the Trainer as they are
-    trainer.train()
+    with scratch:
+        trainer.train()

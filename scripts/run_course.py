@@ -1,56 +1,128 @@
 """Execute every course notebook in order into results/executed/ and print a summary table.
 
-Run by `make run` inside a local Ray cluster (scripts/with-ray-cluster.sh).
+Run by `make run` inside a local Ray cluster (scripts/with-ray-cluster.sh). Whatever happens in a
+notebook (a failing cell, a cell that runs past its time limit, a kernel that dies), the executed
+copy is saved, the table is printed, and the exit code says whether every notebook passed. While a
+notebook runs, a progress line says which cell it is in and for how long it has been running.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from helpers import config, results
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 EXECUTED = config.RESULTS_DIR / "executed"
+CELL_TIMEOUT = int(os.environ.get("COURSE_CELL_TIMEOUT", "1800"))  # seconds one cell may run
 
 
-def execute(path: Path) -> tuple[float, str]:
-    """Run one notebook with its own folder as working directory; return (seconds, status)."""
+@dataclass
+class Outcome:
+    notebook: str
+    seconds: float
+    status: str  # "ok", or what went wrong and in which cell
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Progress:
+    """One line per notebook that says `cell i of N, elapsed`: rewritten in place on a terminal."""
+
+    def __init__(self, name: str, cells: int) -> None:
+        self.name, self.cells, self.start = name, cells, time.perf_counter()
+        self.done = 0
+        self.tty = sys.stdout.isatty()
+
+    def cell_started(self, cell, cell_index: int, **_) -> None:  # nbclient's on_cell_execute hook
+        if cell.cell_type != "code":
+            return
+        self.done += 1
+        line = f"  {self.name}: cell {self.done} of {self.cells}, {time.perf_counter() - self.start:.0f} s"
+        print(f"\r{line:<70}" if self.tty else line, end="" if self.tty else "\n", flush=True)
+
+    def finish(self) -> None:
+        if self.tty:
+            print(flush=True)
+
+
+def execute(path: Path, executed_dir: Path, cell_timeout: int = CELL_TIMEOUT) -> Outcome:
+    """Run one notebook with its own folder as working directory; always save the executed copy."""
     notebook = nbformat.read(path, as_version=4)
+    code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
+    progress = Progress(path.stem, code_cells)
     client = NotebookClient(
-        notebook, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        notebook, timeout=cell_timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
+    client.on_cell_execute = progress.cell_started
     start = time.perf_counter()
     status = "ok"
     try:
         client.execute()
+    except CellTimeoutError:
+        status = f"TIMED OUT in cell {progress.done} of {code_cells} (limit {cell_timeout} s per cell)"
+    except DeadKernelError:
+        status = f"KERNEL DIED in cell {progress.done} of {code_cells} (out of memory?)"
     except CellExecutionError as error:
-        status = "FAILED: " + str(error).strip().splitlines()[-1][:80]
-    EXECUTED.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, EXECUTED / path.name)
-    return time.perf_counter() - start, status
+        last = re.sub(r"\x1b\[[0-9;]*m", "", str(error).strip().splitlines()[-1])[:80]  # no terminal colours
+        status = f"FAILED in cell {progress.done} of {code_cells}: {last}"
+    except Exception as error:  # the kernel would not start, or nbclient itself failed: still a row
+        status = f"ERROR: {type(error).__name__}: {str(error)[:80]}"
+    finally:
+        progress.finish()
+        executed_dir.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, executed_dir / path.name)
+    return Outcome(path.name, time.perf_counter() - start, status)
 
 
-def main() -> int:
-    rows = []
-    for path in sorted(NOTEBOOKS.glob("[0-9]*.ipynb")):
+def table(outcomes: list[Outcome], metrics: dict[str, dict[str, float]]) -> str:
+    lines = [f"{'notebook':<34} {'wall time':>10} {'val accuracy':>13}  status"]
+    for outcome in outcomes:
+        accuracy = metrics.get(outcome.notebook, {}).get("val_accuracy")
+        shown = f"{accuracy:.3f}" if accuracy is not None else "-"
+        lines.append(f"{outcome.notebook:<34} {outcome.seconds:>9.0f}s {shown:>13}  {outcome.status}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: the course's)")
+    parser.add_argument("--executed", type=Path, default=EXECUTED, help="where the executed copies go")
+    parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT, help="seconds one cell may run")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
+
+    outcomes, metrics = [], {}
+    interrupted = False
+    for path in paths:
         print(f"running {path.name} ...", flush=True)
         results.metrics_path(path.stem).unlink(missing_ok=True)  # no stale figures from an earlier run
-        seconds, status = execute(path)
-        accuracy = results.read(path.stem).get("val_accuracy")
-        rows.append((path.name, seconds, accuracy, status))
-        print(f"  {status} in {seconds:.0f} s", flush=True)
-    print(f"\nexecuted notebooks are in {EXECUTED}\n")
-    print(f"{'notebook':<34} {'wall time':>10} {'val accuracy':>13}  status")
-    for name, seconds, accuracy, status in rows:
-        shown = f"{accuracy:.3f}" if accuracy is not None else "-"
-        print(f"{name:<34} {seconds:>9.0f}s {shown:>13}  {status}")
-    return 0 if all(row[3] == "ok" for row in rows) else 1
+        try:
+            outcome = execute(path, args.executed, args.cell_timeout)
+        except KeyboardInterrupt:  # Ctrl-C: the table of what ran so far, then stop
+            outcome, interrupted = Outcome(path.name, 0.0, "INTERRUPTED (Ctrl-C)"), True
+        metrics[path.name] = results.read(path.stem)
+        outcomes.append(outcome)
+        print(f"  {outcome.status} in {outcome.seconds:.0f} s", flush=True)
+        if interrupted:
+            break
+    print(f"\nexecuted notebooks are in {args.executed}\n")
+    print(table(outcomes, metrics))
+    if interrupted:
+        return 130
+    return 0 if all(outcome.ok for outcome in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -60,3 +61,36 @@ def test_filesystem_resolves_local_paths_and_public_buckets(tmp_path, monkeypatc
     assert fs.type_name == "local" and path == str(tmp_path / "relative/folder")
     fs, path = config.filesystem("s3://anonymous@air-example-data-2/imagenette2")
     assert fs.type_name == "s3" and path == "air-example-data-2/imagenette2"
+
+
+def test_every_run_gets_a_name_of_its_own():
+    from datetime import datetime, timedelta
+
+    first = datetime(2026, 11, 21, 22, 0, 0)
+    assert config.run_name("02-beans", first) == "02-beans-2026-11-21_22-00-00"
+    assert config.run_name("02-beans", first) != config.run_name("02-beans", first + timedelta(seconds=1))
+    assert config.CHECKPOINTS_KEPT >= 1
+
+
+def test_missing_stand_ins_say_make_data(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make data"):
+        config.require_data(config.get_sources("standin", tmp_path))
+    real = config.get_sources("real", tmp_path)
+    assert config.require_data(real) is real  # remote: checked when read
+
+
+def test_the_makefile_reads_course_sources_as_python_does():
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "COURSE_", "MAKE"))}  # as a fresh shell
+    for value in ("", "standin", "Real", " REAL ", "real"):
+        shown = subprocess.run(
+            ["make", "-s", "-C", str(root), "sources", f"COURSE_SOURCES={value}"],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        kind = config.sources_kind(value or None)
+        assert f"COURSE_SOURCES={kind} " in shown, (value, shown)
+        assert ("HF_HUB_OFFLINE=1" in shown) == (kind != "real"), (value, shown)

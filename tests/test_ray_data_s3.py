@@ -4,6 +4,7 @@ The S3 part is real: a moto S3 server on loopback holds a copy of the dogs-vs-fi
 Ray Data reads ``s3://...`` with the endpoint from the standard ``AWS_*`` environment variables.
 """
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Iterator
@@ -99,3 +100,16 @@ def test_s3_gives_the_same_images_and_labels_as_the_local_folder():
     local = as_table(read_labelled(str(STANDIN), str(STANDIN / "labels.csv")))
     assert len(from_s3) == 600
     pd.testing.assert_frame_equal(from_s3, local)
+
+
+@pytest.mark.usefixtures("s3_env")
+def test_a_wrong_bucket_or_prefix_names_the_uri_and_the_setting(tmp_path):
+    real = config.get_sources("real", tmp_path)
+    good = dataclasses.replace(
+        real, imagenette=f"s3://{BUCKET}/{STANDIN.name}", cifar10=f"s3://{BUCKET}/{STANDIN.name}"
+    )
+    assert config.require_data(good) is good
+    for wrong in (f"s3://no-such-bucket/{STANDIN.name}", f"s3://{BUCKET}/no-such-prefix"):
+        with pytest.raises(FileNotFoundError, match=r"COURSE_SOURCES") as error:
+            config.require_data(dataclasses.replace(good, imagenette=wrong))
+        assert wrong in str(error.value) and "`imagenette`" in str(error.value)

@@ -1,0 +1,67 @@
+"""`make run` always ends with its table: a failing cell, a cell past its time limit and a dead kernel
+are each a row that says so, the executed copy is saved, and the exit code is non-zero."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "a_ok": "print('fine')",
+    "b_fails": "raise ValueError('a broken cell')",
+    "c_too_slow": "import time\ntime.sleep(60)",
+    "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    folder = tmp_path_factory.mktemp("notebooks")
+    for name, code in CASES.items():
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(code)])
+        nbformat.write(notebook, folder / f"{name}.ipynb")
+    executed = folder / "executed"
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "run_course.py"),
+        "--executed",
+        str(executed),
+        "--cell-timeout",
+        "5",
+    ]
+    env = {**os.environ, "COURSE_RESULTS_DIR": str(folder / "results")}
+    result = subprocess.run(
+        command + sorted(str(p) for p in folder.glob("*.ipynb")), capture_output=True, text=True, timeout=300, env=env
+    )
+    return result, executed
+
+
+def row(result: subprocess.CompletedProcess, name: str) -> str:
+    return next(line for line in result.stdout.splitlines() if line.startswith(f"{name}.ipynb "))
+
+
+def test_every_notebook_gets_a_row_and_a_saved_copy(run):
+    result, executed = run
+    assert result.returncode == 1, result.stdout + result.stderr
+    for name in CASES:
+        assert (executed / f"{name}.ipynb").exists()
+        row(result, name)
+
+
+def test_each_kind_of_failure_says_what_happened(run):
+    result, _ = run
+    assert row(result, "a_ok").endswith("ok")
+    assert "FAILED in cell 2 of 2: ValueError: a broken cell" in row(result, "b_fails")
+    assert "TIMED OUT in cell 2 of 2" in row(result, "c_too_slow")
+    assert "KERNEL DIED in cell 2 of 2" in row(result, "d_kernel_dies")
+
+
+def test_progress_names_the_cell(run):
+    result, _ = run
+    assert "c_too_slow: cell 2 of 2," in result.stdout
