@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
 from helpers.config import filesystem
+from helpers.metrics import require_examples
 
 MEAN, STD = 0.5, 0.5  # per channel, as in the tutorial: pixels end up in [-1, 1]
 
@@ -78,7 +79,7 @@ def train_epoch(
         loss.backward()
         optimizer.step()
         total, count = total + loss.item() * len(labels), count + len(labels)
-    return total / max(count, 1)
+    return total / require_examples(count, desc)
 
 
 @torch.no_grad()
@@ -93,4 +94,5 @@ def validate(model: nn.Module, batches: Iterable, device: torch.device) -> dict[
         loss += loss_fn(logits, labels).item()
         correct += (logits.argmax(-1) == labels).sum().item()
         count += len(labels)
-    return {"val_loss": loss / max(count, 1), "accuracy": correct / max(count, 1)}
+    require_examples(count, "validation")
+    return {"val_loss": loss / count, "accuracy": correct / count}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,39 @@ from helpers.synthetic import IMAGENETTE_SYNSETS
 Batch = dict[str, np.ndarray]
 LABEL_COLUMNS = ["file_name", "label"]
 SHOWN = 10  # how many offending file names an error message lists
+
+
+def flag_unreadable(batch: Batch) -> Batch:
+    """For each file (``bytes``), the reason it does not decode as an image, or ``""`` when it does."""
+    from PIL import Image
+
+    reasons = []
+    for data in batch["bytes"]:
+        try:
+            Image.open(io.BytesIO(data)).load()  # decodes every pixel: finds truncated files too
+            reasons.append("")
+        except Exception as error:  # PIL raises OSError, SyntaxError, ValueError, ... for bad files
+            reasons.append(f"{type(error).__name__}: {error}")
+    return {"path": batch["path"], "problem": np.array(reasons)}
+
+
+def require_readable_images(uri: str) -> int:
+    """The number of image files under ``uri`` if every one decodes; else an error naming the bad ones and why.
+
+    `read_images` stops on the first broken file without saying which it was: check first, fix, then read.
+    """
+    checked = ray.data.read_binary_files(uri, include_paths=True).map_batches(flag_unreadable).to_pandas()
+    bad = checked[checked["problem"] != ""]
+    if len(bad):
+        listed = "; ".join(
+            f"{file_name(p)} ({why})" for p, why in zip(bad["path"][:SHOWN], bad["problem"][:SHOWN], strict=True)
+        )
+        raise ValueError(
+            f"{len(bad)} of {len(checked)} files under {uri} are not readable images: {listed}"
+            + (f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else "")
+            + ". Replace them with good copies or delete them (a truncated download is the usual cause)."
+        )
+    return len(checked)
 
 
 def file_name(path: str) -> str:

@@ -48,3 +48,18 @@ def test_accuracy_for_trainer_takes_argmax_of_logits():
     compute = accuracy_for_trainer(load_accuracy())
     logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
     assert compute((logits, np.array([1, 1, 1]))) == {"accuracy": pytest.approx(2 / 3)}
+
+
+def test_an_empty_split_is_an_error_not_accuracy_zero():
+    import numpy as np
+    import pytest
+    import torch
+
+    from helpers.cifar import validate
+    from helpers.metrics import share_correct
+
+    with pytest.raises(ValueError, match="the held-out split is empty"):
+        share_correct(np.array([]), np.array([]), "held-out")
+    assert share_correct(np.array([1, 0]), np.array([1, 1]), "test") == 0.5
+    with pytest.raises(ValueError, match="the validation split is empty"):
+        validate(torch.nn.Linear(2, 2), [], torch.device("cpu"))

@@ -20,7 +20,7 @@ from PIL import Image
 
 from helpers import config
 from helpers.cluster import init_ray, quiet_ray_data
-from helpers.ingest import add_shapes, attach_labels, check_labels, keep_rgb, read_labels
+from helpers.ingest import add_shapes, attach_labels, check_labels, keep_rgb, read_labels, require_readable_images
 
 STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
 BUCKET = "course-data"
@@ -113,3 +113,14 @@ def test_a_wrong_bucket_or_prefix_names_the_uri_and_the_setting(tmp_path):
         with pytest.raises(FileNotFoundError, match=r"COURSE_SOURCES") as error:
             config.require_data(dataclasses.replace(good, imagenette=wrong))
         assert wrong in str(error.value) and "`imagenette`" in str(error.value)
+
+
+@pytest.mark.usefixtures("ray_with_s3")
+def test_a_truncated_image_is_named_with_the_reason(tmp_path):
+    good = sorted(STANDIN.glob("train/*/*.JPEG"))[:6]
+    for path in good:
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    assert require_readable_images(str(tmp_path)) == 6
+    (tmp_path / "broken.JPEG").write_bytes(good[0].read_bytes()[:600])  # a download cut short
+    with pytest.raises(ValueError, match=r"1 of 7 files .* not readable images: broken\.JPEG \(OSError"):
+        require_readable_images(str(tmp_path))
