@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import ray.train
@@ -57,6 +60,22 @@ def worker_training_args(
     )
 
 
+@contextmanager
+def scratch_folder() -> Iterator[str]:
+    """A worker-local folder for the Trainer's own checkpoints (Ray Train copies each to storage).
+
+    One per run and rank, removed when training ends, and also when a restarted worker starts: a
+    worker that was killed could not remove its own.
+    """
+    context = ray.train.get_context()
+    folder = Path(tempfile.gettempdir()) / f"hf-{context.get_experiment_name()}-rank{context.get_world_rank()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class MarkResume(TrainerCallback):
     """Adds ``resumed_from_step`` to the reported metrics: 0 on a fresh start, the checkpoint's step after a restart."""
 
@@ -90,29 +109,28 @@ def finetune_beans(config: dict[str, Any], extra_callbacks: Sequence[TrainerCall
     model = load_classifier(sources.vit, labels)
     prepared = ds.with_transform(make_transform(processor))
 
-    scratch = tempfile.TemporaryDirectory(prefix="hf-")  # removed when training ends, also on an error
-    args = worker_training_args(
-        scratch.name,
-        per_worker(sizes.beans_batch_size),
-        sizes.beans_train_steps,
-        sizes.beans_eval_steps,
-        sizes.learning_rate,
-    )  # the same global batch as notebook 01
-    trainer = Trainer(
-        model=model,
-        args=args,
-        data_collator=collate,
-        compute_metrics=accuracy_for_trainer(load_accuracy()),
-        train_dataset=prepared["train"],
-        eval_dataset=prepared["validation"],
-        processing_class=processor,
-    )
-    trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
-    for callback in [MarkResume(), *extra_callbacks]:
-        trainer.add_callback(callback)
-    trainer = prepare_trainer(trainer)  # distributed sampling and devices for this worker
-    checkpoint = ray.train.get_checkpoint()  # None on a fresh start; the last reported one after a restart
-    with scratch:
+    with scratch_folder() as output_dir:
+        args = worker_training_args(
+            output_dir,
+            per_worker(sizes.beans_batch_size),
+            sizes.beans_train_steps,
+            sizes.beans_eval_steps,
+            sizes.learning_rate,
+        )  # the same global batch as notebook 01
+        trainer = Trainer(
+            model=model,
+            args=args,
+            data_collator=collate,
+            compute_metrics=accuracy_for_trainer(load_accuracy()),
+            train_dataset=prepared["train"],
+            eval_dataset=prepared["validation"],
+            processing_class=processor,
+        )
+        trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
+        for callback in [MarkResume(), *extra_callbacks]:
+            trainer.add_callback(callback)
+        trainer = prepare_trainer(trainer)  # distributed sampling and devices for this worker
+        checkpoint = ray.train.get_checkpoint()  # None on a fresh start; the last reported one after a restart
         if checkpoint is None:
             trainer.train()
         else:
@@ -131,19 +149,18 @@ def finetune_from_shards(config: dict[str, Any]) -> None:
         batch_size=batch_size, dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
     )  # re-iterated every epoch; this worker sees only its shard
     valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(batch_size=EVAL_BATCH_SIZE, dtypes=dtypes)
-    scratch = tempfile.TemporaryDirectory(prefix="hf-")  # removed when training ends, also on an error
-    args = worker_training_args(
-        scratch.name, batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
-    )  # max_steps is required: a stream has no length
-    trainer = Trainer(
-        model=model,
-        args=args,
-        compute_metrics=accuracy_for_trainer(load_accuracy()),
-        train_dataset=train_batches,
-        eval_dataset=valid_batches,
-        processing_class=load_processor(sources.vit),  # saved with every checkpoint, for inference
-    )
-    trainer.add_callback(RayTrainReportCallback())
-    trainer = prepare_trainer(trainer)  # feeds the Ray Data iterables to the Trainer as they are
-    with scratch:
+    with scratch_folder() as output_dir:
+        args = worker_training_args(
+            output_dir, batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
+        )  # max_steps is required: a stream has no length
+        trainer = Trainer(
+            model=model,
+            args=args,
+            compute_metrics=accuracy_for_trainer(load_accuracy()),
+            train_dataset=train_batches,
+            eval_dataset=valid_batches,
+            processing_class=load_processor(sources.vit),  # saved with every checkpoint, for inference
+        )
+        trainer.add_callback(RayTrainReportCallback())
+        trainer = prepare_trainer(trainer)  # feeds the Ray Data iterables to the Trainer as they are
         trainer.train()
