@@ -55,7 +55,12 @@ def main() -> None:
     )
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={**node, "gcs_server_port": args.port, "include_dashboard": False},
+        head_node_args={
+            **node,
+            "gcs_server_port": args.port,
+            "include_dashboard": False,
+            "dashboard_port": args.port + 1,
+        },
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
     )
     cluster.add_node(**node)  # no log monitor on the second node: worker lines reach the driver once
