@@ -44,18 +44,29 @@ cluster_pids() {
   echo $pids
 }
 
+alive_pids() {
+  # Those of the given processes still running (a zombie has ended: it only waits to be reaped).
+  for p in "$@"; do
+    kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && echo "$p"
+  done || true
+}
+
 stop_cluster() {
   local pids
   pids=$(cluster_pids)
   [ -n "$pids" ] || return 0
   say "stopping $(echo $pids | wc -w) processes of the cluster at $RAY_ADDRESS"
   kill -TERM $pids 2>/dev/null || true
-  for _ in $(seq 20); do
-    pids=$(for p in $pids; do kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && echo "$p"; done || true)
-    [ -n "$pids" ] || return 0
-    sleep 0.5
+  for signal in TERM KILL; do
+    if [ "$signal" = KILL ]; then kill -KILL $pids 2>/dev/null || true; fi
+    for _ in $(seq 20); do
+      pids=$(alive_pids $pids)
+      [ -n "$pids" ] || return 0
+      sleep 0.5
+    done
   done
-  kill -KILL $pids 2>/dev/null || true
+  say "these processes would not stop: $pids" >&2
+  return 1
 }
 
 port_busy() {
