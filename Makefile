@@ -10,6 +10,7 @@ export VENV
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 BIN := $(VENV)/bin
 LOCK := requirements/lock.txt
+OVERRIDES := requirements/overrides.txt
 INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
 # torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
@@ -33,7 +34,7 @@ help: ## list the commands
 
 setup: $(INSTALLED) ## create .venv (or use VENV=...) and install the locked packages
 
-$(INSTALLED): pyproject.toml $(LOCK) scripts/check_python.py
+$(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	@py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
 	if [ -z "$$py" ]; then echo "No python3 found. This course needs Python 3.11 (3.11.5 or newer)." >&2; exit 1; fi; \
 	"$$py" scripts/check_python.py
@@ -46,12 +47,7 @@ $(INSTALLED): pyproject.toml $(LOCK) scripts/check_python.py
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 	  $${index:+--index-url $$index --extra-index-url https://pypi.org/simple} torch==2.13.0; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) uv; \
-	if $(BIN)/python -m uv --version >/dev/null 2>&1; then \
-	  $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) -e ".[dev]"; \
-	else \
-	  echo "uv is not available here: installing with pip (slower)"; \
-	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) -e ".[dev]"; \
-	fi; \
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) --override $(OVERRIDES) -e ".[dev]"; \
 	echo "installed in $$(( $$(date +%s) - start )) s"
 	@$(MAKE) --no-print-directory hooks
 	@touch $@
@@ -83,7 +79,7 @@ lint: setup ## fix what ruff can fix
 
 lock: setup ## re-resolve requirements/lock.txt for every supported platform (after editing pyproject.toml)
 	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version 3.11.5 \
-	  --custom-compile-command "make lock" --quiet -o $(LOCK) $(if $(UPGRADE),--upgrade)
+	  --override $(OVERRIDES) --custom-compile-command "make lock" --quiet -o $(LOCK) $(if $(UPGRADE),--upgrade)
 
 sources: ## print the data/model sources setting as the Makefile reads it
 	@echo "COURSE_SOURCES=$(if $(SOURCES),$(SOURCES),standin) HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-0}"

@@ -165,11 +165,38 @@ def test_make_setup_stops_before_pip_with_an_old_python(tmp_path):
     assert not venv.exists(), "nothing may be installed with a Python that cannot serve"
 
 
-def test_environment_yml_installs_the_same_lock_and_python():
+def test_environment_yml_brings_the_python_and_leaves_the_install_to_make_setup():
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     python = next(d for d in environment["dependencies"] if isinstance(d, str) and d.startswith("python"))
     assert python == f"python>={PYTHON},<{'.'.join(map(str, TOO_NEW))}", (
         "environment.yml must allow what pyproject does"
     )
-    pip = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
-    assert "-c requirements/lock.txt" in pip and "-e .[dev]" in pip
+    assert not any(isinstance(d, dict) for d in environment["dependencies"]), (
+        "environment.yml installs no packages with pip: `make setup VENV=$CONDA_PREFIX` installs the lock "
+        "with its overrides, as for the .venv route"
+    )
+    assert "make setup VENV=$CONDA_PREFIX" in (ROOT / "environment.yml").read_text()
+
+
+def test_overrides_keep_their_packages_out_of_the_environment():
+    """What requirements/overrides.txt removes is neither installable from the lock nor installed."""
+    removed = [
+        Requirement(line).name
+        for line in (ROOT / "requirements" / "overrides.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and "'never'" in line
+    ]
+    assert removed, "overrides.txt removes rfc3987-syntax (2.3 s of CPU in every Ray process)"
+    for platform in PLATFORMS:
+        pins = {pin.split("==")[0] for pin in locked(platform)}
+        assert not pins & set(removed), f"the lock installs {pins & set(removed)} on {platform}"
+    installed = subprocess.run(
+        [sys.executable, "-m", "uv", "pip", "list", "--python", sys.executable, "--format", "freeze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.lower()
+    for name in removed:
+        assert f"{name}==" not in installed, (
+            f"{name} is installed, though requirements/overrides.txt removes it: "
+            f"`{sys.executable} -m uv pip uninstall --python {sys.executable} {name}`"
+        )
