@@ -27,7 +27,7 @@ endif
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run test lab lint lock clean sources
+.PHONY: help setup hooks data run test check lab lint lock clean sources
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -64,18 +64,22 @@ data: setup ## build the offline stand-in data and model in data/ (about 2 minut
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies
 	$(CLUSTER) $(BIN)/python scripts/run_course.py
 
-test: data ## lint, unit tests, and every notebook under nbmake on a local 2-node Ray cluster
+test: data ## everything: lint, format, unit tests, the local cluster, every notebook (MARK=cluster: one group)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check helpers tests scripts
-	$(CLUSTER) $(BIN)/pytest tests --nbmake notebooks --nbmake-timeout=900 -p no:cacheprovider \
-	  --ignore=notebooks/02_ray_train_finetune.ipynb  # tests/test_rerun.py runs it, twice
+	$(BIN)/ruff format --check .
+	$(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)")
+
+check: data ## the fast loop, under 2 min: lint, format (notebooks too), unit tests; no Ray, no notebooks
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest -p no:cacheprovider -q -m "$(or $(MARK),not cluster and not notebook)"
 
 lab: data ## open JupyterLab on the course (notebooks start their own local Ray)
 	$(BIN)/jupyter lab notebooks
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .
-	$(BIN)/ruff format helpers tests scripts
+	$(BIN)/ruff format .
 
 lock: setup ## re-resolve requirements/lock.txt for every supported platform (after editing pyproject.toml)
 	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version 3.11.5 \

@@ -1,0 +1,34 @@
+"""The package the course notebooks share. One module per thing it holds:
+
+=============  ==========================================================================================
+module         what it holds
+=============  ==========================================================================================
+config         the settings, in one place: paths, sources (``COURSE_SOURCES``), the budget
+               (``COURSE_BUDGET``), storage, run names, checkpoints kept, ``COURSE_VERBOSE``
+catalog        what the data sets are: class names, imagenette synsets, beans' split sizes
+synthetic      the stand-in generator: leaves, dogs and fish, CIFAR-like shapes, from fixed seeds
+build          ``make data``: writes the stand-ins and pretrains the stand-in ViT checkpoint
+beans          reading beans (Hub or stand-in) into a ``DatasetDict``; its class names
+ingest         Ray Data ingest of image folders: readable images, labels by file name, channels
+cifar          CIFAR-10 parquet to arrays, normalisation, ``DataLoader``\\s
+features       images to ViT inputs: processor transforms, the collator, the featurizer actor
+models         Hugging Face ViT classifiers: loading with a new head, the stand-in config, predict
+vit            the plain-PyTorch ViT of notebook 04 and its named architectures
+loops          plain PyTorch epoch loops, and reporting an epoch (metrics + checkpoint) to Ray Train
+train          Ray Train with Hugging Face: the workers' recipe and functions, the course's RunConfig
+inference      batch inference: the classifier class an actor pool runs
+metrics        accuracy with ``evaluate``, and checks that a split is not empty
+resources      hardware: a GPU in this process, precision, and the plan of workers and actors
+cluster        connecting to Ray (loopback on this machine, quiet workers) and Ray Data's settings
+measure        tools to measure data pipelines: a tally actor, shuffledness, stand-in work, timestamps
+results        each notebook's headline figure, checked against its floor, for `make run`'s table
+plots          image grids, training curves, confusion matrices
+display        showing a helper's source, and small metric tables, in a notebook
+=============  ==========================================================================================
+
+Words used one way everywhere: *sources* (where data and the pretrained model come from), *budget*
+(how much work: steps, batch sizes, learning rates, architectures, workers), *plan* (what to ask Ray
+for), *architecture* (the shape of a ViT), *class_names* (the list of a data set's class names),
+*label* (one example's class name) and *label ids* (class indices), *loop_config* (the dict a Ray
+Train worker function receives), *headline* (the one figure a notebook records).
+"""

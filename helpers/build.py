@@ -19,16 +19,16 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from helpers import config, synthetic
-from helpers.models import predict, pretrain, tiny_vit, tiny_vit_processor
+from helpers import catalog, config, synthetic
+from helpers.models import predict, pretrain, standin_processor, standin_vit
 
 
 def build_beans(root: Path) -> None:
     """The beans-like leaves in the imagefolder layout: ``root/<split>/<class>/<file>.png``."""
-    for split, n in synthetic.BEANS_SPLITS.items():
+    for split, n in catalog.BEANS_SPLITS.items():
         for i in tqdm(range(n), desc=f"{root.name}/{split}"):
-            label = i % len(synthetic.BEANS_CLASSES)
-            folder = root / split / synthetic.BEANS_CLASSES[label]
+            label = i % len(catalog.BEANS_CLASSES)
+            folder = root / split / catalog.BEANS_CLASSES[label]
             folder.mkdir(parents=True, exist_ok=True)
             synthetic.leaf_image(label, synthetic.rng_for("beans", split, i)).save(folder / f"{split}_{i:04d}.png")
 
@@ -43,7 +43,7 @@ def build_imagenette(root: Path) -> None:
     """Dogs and fish in imagenette's layout (``root/<split>/<synset>/*.JPEG``) plus ``labels.csv``."""
     rows = []
     for split, n in synthetic.IMAGENETTE_SPLITS.items():
-        for synset, kind in synthetic.IMAGENETTE_SYNSETS.items():
+        for synset, kind in catalog.IMAGENETTE_SYNSETS.items():
             folder = root / split / synset
             folder.mkdir(parents=True, exist_ok=True)
             gray = grayscale_indices(split, synset, n)
@@ -58,7 +58,7 @@ def build_imagenette(root: Path) -> None:
 
 def shapes_arrays(split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` CIFAR-10-like images (uint8, N x 32 x 32 x 3) and their labels, balanced."""
-    labels = np.arange(n) % len(synthetic.CIFAR10_CLASSES)
+    labels = np.arange(n) % len(catalog.CIFAR10_CLASSES)
     images = np.stack(
         [synthetic.shape_image(int(y), synthetic.rng_for("cifar10", split, i)) for i, y in enumerate(labels)]
     )
@@ -79,8 +79,8 @@ def build_cifar10(root: Path) -> None:
 def build_vit(root: Path, epochs: int = 3) -> None:
     """Pretrain the tiny ViT on the CIFAR-10-like shapes (not on any fine-tuning task) and save it."""
     torch.manual_seed(0)
-    processor = tiny_vit_processor()
-    model = tiny_vit(synthetic.CIFAR10_CLASSES)
+    processor = standin_processor()
+    model = standin_vit(catalog.CIFAR10_CLASSES)
     x_train, y_train = shapes_arrays("train", synthetic.CIFAR10_SPLITS["train"])
     x_test, y_test = shapes_arrays("test", synthetic.CIFAR10_SPLITS["test"])
     pixels = processor(list(x_train), return_tensors="pt")["pixel_values"]

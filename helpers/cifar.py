@@ -1,20 +1,16 @@
-"""CIFAR-10 (or its stand-in) for plain PyTorch: parquet to arrays, normalisation, loaders, the epoch loops."""
+"""CIFAR-10 (or its stand-in) for plain PyTorch: parquet to arrays, normalisation, ``DataLoader``s."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from tqdm.auto import tqdm
 
 from helpers.config import filesystem
-from helpers.metrics import require_examples
 
 MEAN, STD = 0.5, 0.5  # per channel, as in the tutorial: pixels end up in [-1, 1]
 
@@ -44,7 +40,7 @@ def tensor_dataset(images: np.ndarray, labels: np.ndarray) -> TensorDataset:
     return TensorDataset(torch.from_numpy(normalize(images)), torch.from_numpy(labels.astype(np.int64)))
 
 
-def loaders(uri: str, batch_size: int, train_size: int, valid_size: int) -> tuple[DataLoader, DataLoader]:
+def loaders(uri: str, batch_size: int, train_size: int | None, valid_size: int | None) -> tuple[DataLoader, DataLoader]:
     """Shuffled training and ordered validation ``DataLoader``s (the test split validates, as in the tutorial)."""
     train = tensor_dataset(*load_split(uri, "train", train_size))
     valid = tensor_dataset(*load_split(uri, "test", valid_size))
@@ -52,47 +48,3 @@ def loaders(uri: str, batch_size: int, train_size: int, valid_size: int) -> tupl
     return DataLoader(train, batch_size=batch_size, shuffle=True, generator=generator), DataLoader(
         valid, batch_size=batch_size
     )
-
-
-def pairs(batches: Iterable[dict[str, torch.Tensor]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(images, labels) tuples from Ray Data's dict batches, so the same loops serve both."""
-    for batch in batches:
-        yield batch["image"], batch["label"]
-
-
-def train_epoch(
-    model: nn.Module,
-    batches: Iterable,
-    optimizer: torch.optim.Optimizer,
-    device: torch.device,
-    desc: str = "train",
-    progress: bool = True,
-) -> float:
-    """One pass over ``batches`` of (images, labels); returns the mean training loss."""
-    model.train()
-    loss_fn = nn.CrossEntropyLoss()
-    total, count = 0.0, 0
-    for images, labels in tqdm(batches, desc=desc, leave=False, disable=not progress):
-        images, labels = images.to(device), labels.to(device)
-        loss = loss_fn(model(images), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        total, count = total + loss.item() * len(labels), count + len(labels)
-    return total / require_examples(count, desc)
-
-
-@torch.no_grad()
-def validate(model: nn.Module, batches: Iterable, device: torch.device) -> dict[str, float]:
-    """Validation loss and accuracy over ``batches`` of (images, labels)."""
-    model.eval()
-    loss_fn = nn.CrossEntropyLoss(reduction="sum")
-    loss, correct, count = 0.0, 0, 0
-    for images, labels in batches:
-        images, labels = images.to(device), labels.to(device)
-        logits = model(images)
-        loss += loss_fn(logits, labels).item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-        count += len(labels)
-    require_examples(count, "validation")
-    return {"val_loss": loss / count, "accuracy": correct / count}

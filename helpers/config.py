@@ -1,18 +1,18 @@
-"""Course configuration, in one place: paths, the data/model sources and the run sizes.
+"""Course configuration, in one place: paths, the data/model sources, the budget, storage and run names.
 
-One setting picks the sources: the environment variable ``COURSE_SOURCES``.
+Two settings, independent of each other:
 
-* ``standin`` (default): small, offline stand-ins that ``make data`` builds in ``data/``.
-* ``real``: the Hugging Face Hub's ``beans`` and ViT checkpoint, CIFAR-10 and imagenette
-  on S3. Needs network access (and, for sensible run times, GPUs).
-
-Both go through the same code; only names, paths and sizes differ.
+* ``COURSE_SOURCES`` picks where data and the pretrained model come from. ``standin`` (default): small,
+  offline stand-ins that ``make data`` builds in ``data/``. ``real``: the Hugging Face Hub's ``beans``
+  and ViT checkpoint, CIFAR-10 and imagenette on S3 (network needed). Both go through the same code.
+* ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
+  cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,6 +23,8 @@ DATA_DIR = Path(os.environ.get("COURSE_DATA_DIR", REPO_ROOT / "data"))
 RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", REPO_ROOT / "results"))
 
 SOURCES_ENV = "COURSE_SOURCES"
+BUDGET_ENV = "COURSE_BUDGET"
+VERBOSE_ENV = "COURSE_VERBOSE"
 ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
 BUILD_COMMAND = "make data"
 
@@ -46,21 +48,43 @@ class Sources:
 
 
 @dataclass(frozen=True)
-class Sizes:
-    """How much work the notebooks do: small on a CPU, the real thing on GPUs."""
+class Budget:
+    """How much work each notebook does, and with how many workers: follows the hardware, not the sources.
 
-    beans_train_steps: int  # optimizer steps of the beans fine-tune
-    beans_batch_size: int  # per device
-    beans_eval_steps: int  # evaluate every this many steps
-    learning_rate: float
-    dogs_train_steps: int  # optimizer steps of the dogs-vs-fish fine-tune on Ray Data shards (notebook 03)
+    ``cpu`` is a laptop's budget (minutes per notebook on 2 cores); ``gpu`` is the real thing for a GPU
+    cluster (the seeds' settings). Every knob a notebook turns comes from here.
+    """
+
+    kind: str
+    max_workers: int  # Ray Train workers (one per GPU on a GPU cluster, up to this many)
+    max_actors: int  # actors of a batch-inference or featurizing pool
+    eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
+    # notebooks 01, 02, 02b: the beans fine-tune (Hugging Face Trainer)
+    beans_train_steps: int  # optimizer steps
+    beans_batch_size: int  # global: notebook 01's one device, or split across Ray Train's workers
+    beans_eval_steps: int  # evaluate (and checkpoint) every this many steps
+    beans_learning_rate: float
+    # notebook 03: dogs vs fish from Ray Data shards, then batch inference
+    dogs_train_steps: int
     dogs_eval_steps: int
-    dogs_batch_size: int  # global: split across the workers
-    cifar_model: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
+    dogs_batch_size: int  # global
+    dogs_learning_rate: float
+    inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
+    # notebook 04: CIFAR-10 with the plain-PyTorch ViT
+    cifar_architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
     cifar_train_size: int | None  # images of the train split to use (None: all)
     cifar_valid_size: int | None  # images of the test split to validate on (None: all)
     cifar_epochs: int
-    cifar_batch_size: int  # global: split across the workers
+    cifar_batch_size: int  # global
+    cifar_learning_rate: float
+    # notebook 05: the data-loading playbook's small models
+    playbook_rows: int  # CIFAR-10 rows read by the playbook's examples
+    playbook_epochs: int
+    playbook_batch_size: int  # per worker
+    playbook_learning_rate: float
+    xgboost_rounds: int
+    tensorflow_epochs: int
+    tensorflow_learning_rate: float
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -89,34 +113,53 @@ def _real_sources(data_dir: Path) -> Sources:
 
 _SOURCES = {"standin": _standin_sources, "real": _real_sources}
 
-_SIZES = {
-    "standin": Sizes(
-        beans_train_steps=300,
-        beans_batch_size=32,
-        beans_eval_steps=50,
-        learning_rate=1e-3,
-        dogs_train_steps=300,
-        dogs_eval_steps=50,
-        dogs_batch_size=32,
-        cifar_model="small",
-        cifar_train_size=4000,
-        cifar_valid_size=1000,
-        cifar_epochs=2,
-        cifar_batch_size=64,
-    ),
-    "real": Sizes(
+_CPU = Budget(
+    kind="cpu",
+    max_workers=2,
+    max_actors=2,
+    eval_batch_size=64,
+    beans_train_steps=300,
+    beans_batch_size=32,
+    beans_eval_steps=50,
+    beans_learning_rate=1e-3,
+    dogs_train_steps=300,
+    dogs_eval_steps=50,
+    dogs_batch_size=32,
+    dogs_learning_rate=1e-3,
+    inference_batch_size=64,
+    cifar_architecture="small",
+    cifar_train_size=4000,
+    cifar_valid_size=1000,
+    cifar_epochs=2,
+    cifar_batch_size=64,
+    cifar_learning_rate=1e-3,
+    playbook_rows=2000,
+    playbook_epochs=2,
+    playbook_batch_size=64,
+    playbook_learning_rate=0.01,
+    xgboost_rounds=30,
+    tensorflow_epochs=5,
+    tensorflow_learning_rate=0.2,
+)
+_BUDGETS = {
+    "cpu": _CPU,
+    "gpu": replace(
+        _CPU,
+        kind="gpu",
+        max_workers=16,
+        max_actors=8,
         beans_train_steps=200,
-        beans_batch_size=32,
-        beans_eval_steps=50,
-        learning_rate=2e-4,
+        beans_learning_rate=2e-4,
         dogs_train_steps=150,
-        dogs_eval_steps=50,
         dogs_batch_size=64,
-        cifar_model="full",
+        dogs_learning_rate=2e-4,
+        inference_batch_size=128,
+        cifar_architecture="full",
         cifar_train_size=None,
         cifar_valid_size=None,
         cifar_epochs=10,
         cifar_batch_size=512,
+        playbook_rows=10_000,
     ),
 }
 
@@ -137,16 +180,49 @@ def get_sources(kind: str | None = None, data_dir: Path | None = None) -> Source
     return _SOURCES[sources_kind(kind)](data_dir or DATA_DIR)
 
 
-def get_sizes(kind: str | None = None) -> Sizes:
-    """The run sizes that go with the sources of ``kind``."""
-    return _SIZES[sources_kind(kind)]
+def budget_kind(gpus: float = 0, kind: str | None = None) -> str:
+    """The budget: the argument, else ``$COURSE_BUDGET``, else ``gpu`` when there are GPUs, ``cpu`` otherwise."""
+    kind = (kind or os.environ.get(BUDGET_ENV) or ("gpu" if gpus else "cpu")).strip().lower()
+    if kind not in _BUDGETS:
+        raise ValueError(
+            f"{BUDGET_ENV}={kind!r} is not a known budget: use one of {sorted(_BUDGETS)} "
+            f"(or leave it unset: the course picks gpu when the cluster has GPUs)."
+        )
+    return kind
 
 
-def describe(sources: Sources, sizes: Sizes) -> str:
-    """A few lines that say which sources and sizes a notebook uses."""
-    lines = [f"sources: {sources.kind}"]
-    lines += [f"  {k:<18} {v}" for k, v in asdict(sources).items() if k != "kind"]
-    lines += ["sizes:"] + [f"  {k:<18} {v}" for k, v in asdict(sizes).items()]
+def verbose() -> bool:
+    """``COURSE_VERBOSE=1``: keep Ray's, Ray Train's and TensorFlow's info logs (off by default: the lesson's
+    own output stays readable)."""
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def get_budget(gpus: float = 0, kind: str | None = None) -> Budget:
+    """The budget for a cluster with ``gpus`` GPUs (see :func:`budget_kind`)."""
+    return _BUDGETS[budget_kind(gpus, kind)]
+
+
+# What each lesson reads from the sources and the budget (what ``describe`` shows for it).
+LESSONS = {
+    "beans": (("beans", "vit"), ("beans_", "eval_batch_size", "max_workers")),
+    "dogs": (("imagenette", "imagenette_labels", "vit"), ("dogs_", "eval_batch_size", "inference_", "max_")),
+    "cifar": (("cifar10",), ("cifar_", "max_workers")),
+    "playbook": (("cifar10",), ("playbook_", "xgboost_", "tensorflow_", "max_workers")),
+}
+
+
+def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
+    """What a notebook runs with: its sources, its knobs from the budget, the plan (everything without ``lesson``)."""
+    source_names, knob_prefixes = LESSONS[lesson] if lesson else (None, ("",))
+    shown_sources = {
+        k: v for k, v in asdict(sources).items() if k != "kind" and (not source_names or k in source_names)
+    }
+    knobs = {k: v for k, v in asdict(budget).items() if k != "kind" and k.startswith(knob_prefixes)}
+    lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
+    lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs)"]
+    lines += ["  " + ", ".join(f"{k}={v}" for k, v in knobs.items())]
+    if plan is not None:
+        lines += [f"plan: {plan}"]
     return "\n".join(lines)
 
 

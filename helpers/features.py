@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
-from transformers import ViTImageProcessor
+from transformers import ViTImageProcessorPil
 
 from helpers.models import load_processor
 
@@ -22,12 +22,12 @@ def to_rgb(image: Image.Image | np.ndarray) -> Image.Image:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def pixel_values(processor: ViTImageProcessor, images: Sequence[Image.Image | np.ndarray]) -> torch.Tensor:
+def pixel_values(processor: ViTImageProcessorPil, images: Sequence[Image.Image | np.ndarray]) -> torch.Tensor:
     """A float32 tensor (N, 3, H, W) ready for the model, from PIL images or HxWxC arrays."""
     return processor([to_rgb(image) for image in images], return_tensors="pt")["pixel_values"]
 
 
-def make_transform(processor: ViTImageProcessor) -> Callable[[dict[str, list]], dict[str, Any]]:
+def make_transform(processor: ViTImageProcessorPil) -> Callable[[dict[str, list]], dict[str, Any]]:
     """A batch transform for ``Dataset.with_transform``: images become ``pixel_values``, labels stay."""
 
     def transform(batch: dict[str, list]) -> dict[str, Any]:
@@ -47,9 +47,9 @@ def collate(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
 class Featurizer:
     """Images and label names to the ViT's ``pixel_values`` and label ids; the processor loads once per actor."""
 
-    def __init__(self, vit: str, classes: Sequence[str]) -> None:
+    def __init__(self, vit: str, class_names: Sequence[str]) -> None:
         self.processor = load_processor(vit)
-        self.class_ids = {name: i for i, name in enumerate(classes)}
+        self.class_ids = {name: i for i, name in enumerate(class_names)}
 
     def __call__(self, batch: Batch) -> Batch:
         return {

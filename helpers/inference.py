@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from ray.train import Checkpoint
-from transformers import ViTForImageClassification, ViTImageProcessor
+from transformers import ViTForImageClassification, ViTImageProcessorPil
 
 from helpers.features import pixel_values
-from helpers.hardware import has_gpu
+from helpers.resources import device
 
 HF_FOLDER = "checkpoint"  # where RayTrainReportCallback puts the Hugging Face files inside a Ray checkpoint
 
@@ -19,7 +19,7 @@ class ImageClassifier:
     """Loads the model once (``__init__``), then labels a whole batch of images per call."""
 
     def __init__(self, checkpoint: Checkpoint | str | Path) -> None:
-        self.device = torch.device("cuda" if has_gpu() else "cpu")
+        self.device = device()
         if isinstance(checkpoint, Checkpoint):  # a Ray Train checkpoint: local or in cloud storage
             with checkpoint.as_directory() as folder:
                 self._load(Path(folder) / HF_FOLDER)
@@ -27,7 +27,7 @@ class ImageClassifier:
             self._load(Path(checkpoint))
 
     def _load(self, folder: Path) -> None:
-        self.processor = ViTImageProcessor.from_pretrained(folder)
+        self.processor = ViTImageProcessorPil.from_pretrained(folder)
         self.model = ViTForImageClassification.from_pretrained(folder).to(self.device).eval()
 
     @torch.no_grad()

@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow.fs as pafs
 import ray.data
 
+from helpers.catalog import IMAGENETTE_SYNSETS
 from helpers.config import Sources, filesystem, require_local
-from helpers.synthetic import IMAGENETTE_SYNSETS
 
 Batch = dict[str, np.ndarray]
 LABEL_COLUMNS = ["file_name", "label"]
@@ -87,18 +87,18 @@ def read_labels(uri: str) -> pd.DataFrame:
     return check_label_table(ray.data.read_csv(uri).to_pandas(), source=uri)
 
 
-def add_labels(batch: Batch, labels: dict[str, str]) -> Batch:
+def add_labels(batch: Batch, label_of: dict[str, str]) -> Batch:
     """Add ``file_name`` and ``label`` to a batch by looking the file name up; ``""`` when it has no label."""
     names = [file_name(str(path)) for path in batch["path"]]
     batch["file_name"] = np.array(names)
-    batch["label"] = np.array([labels.get(name, "") for name in names])
+    batch["label"] = np.array([label_of.get(name, "") for name in names])
     return batch
 
 
-def attach_labels(images: ray.data.Dataset, labels: pd.DataFrame) -> ray.data.Dataset:
+def attach_labels(images: ray.data.Dataset, label_table: pd.DataFrame) -> ray.data.Dataset:
     """Each image gets the label of its file name: a keyed lookup, so row order never matters."""
-    lookup = dict(zip(labels["file_name"], labels["label"], strict=True))
-    return images.map_batches(add_labels, fn_kwargs={"labels": lookup}, batch_format="numpy")
+    label_of = dict(zip(label_table["file_name"], label_table["label"], strict=True))
+    return images.map_batches(add_labels, fn_kwargs={"label_of": label_of}, batch_format="numpy")
 
 
 def check_labels(keys: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,9 @@
-"""Where a notebook leaves its headline figures, so that `make run` can print one table."""
+"""Where a notebook leaves its headline figure, so that `make run` can print one table of them.
+
+Each notebook records one *headline*: a named figure (``beans val accuracy``), the floor it must reach,
+and any other figures worth keeping. Recording checks the floor: a figure below it is an error that
+says so, never a quiet row in a table.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,44 @@ from pathlib import Path
 from helpers.config import RESULTS_DIR
 
 
+class BelowFloor(AssertionError):
+    """A notebook's headline figure did not reach its floor: the model did not learn enough."""
+
+
 def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
-    """The JSON file that holds a notebook's final metrics."""
+    """The JSON file that holds a notebook's headline and other figures."""
     return (results_dir or RESULTS_DIR) / "metrics" / f"{notebook}.json"
 
 
-def record(notebook: str, results_dir: Path | None = None, **metrics: float) -> Path:
-    """Save a notebook's final metrics (for example ``val_accuracy``) as JSON; return the file."""
+def record(
+    notebook: str,
+    headline: str,
+    value: float,
+    floor: float,
+    results_dir: Path | None = None,
+    **figures: float,
+) -> Path:
+    """Check ``value`` against ``floor``, then save it as the notebook's ``headline`` with ``figures``; return the file.
+
+    Raises :class:`BelowFloor` (and saves nothing) when ``value < floor``.
+    """
+    value = float(value)
+    if not value >= floor:  # also catches NaN
+        raise BelowFloor(f"{headline} is {value:.3f}, below its floor of {floor}: the model did not learn enough")
     path = metrics_path(notebook, results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(metrics, indent=2, sort_keys=True))
+    content = {
+        "headline": headline,
+        "value": value,
+        "floor": floor,
+        "figures": {k: float(v) for k, v in figures.items()},
+    }
+    path.write_text(json.dumps(content, indent=2, sort_keys=True))
+    print(f"{headline}: {value:.3f} ≥ {floor} ✓")
     return path
 
 
-def read(notebook: str, results_dir: Path | None = None) -> dict[str, float]:
-    """The metrics a notebook recorded, or an empty dict if it recorded none."""
+def read(notebook: str, results_dir: Path | None = None) -> dict:
+    """What a notebook recorded (``headline``, ``value``, ``floor``, ``figures``), or an empty dict."""
     path = metrics_path(notebook, results_dir)
     return json.loads(path.read_text()) if path.exists() else {}

@@ -13,16 +13,11 @@ import zlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-BEANS_CLASSES = ["angular_leaf_spot", "bean_rust", "healthy"]
-BEANS_SPLITS = {"train": 1034, "validation": 133, "test": 128}  # the sizes of the real beans
+from helpers.catalog import BEANS_CLASSES
 
-IMAGENETTE_SYNSETS = {"n02102040": "dog", "n01440764": "fish"}  # English springer, tench
 IMAGENETTE_SPLITS = {"train": 300, "val": 100}  # images per class
 GRAYSCALE_SHARE = 0.04  # imagenette has a few percent grayscale JPEGs too
 
-CIFAR10_CLASSES = [
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-]  # fmt: skip
 CIFAR10_SPLITS = {"train": 10000, "test": 2000}
 
 SEED = 2026

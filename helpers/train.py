@@ -1,4 +1,4 @@
-"""Training functions that Ray Train runs on every worker."""
+"""Ray Train with Hugging Face: the workers' fine-tune recipe and functions, and the course's run settings."""
 
 from __future__ import annotations
 
@@ -13,17 +13,16 @@ from typing import Any
 
 import ray.train
 import torch
+from ray.train import CheckpointConfig, LoggingConfig, RunConfig
 from ray.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 
-from helpers.config import Sizes, Sources
-from helpers.data import class_names, load_beans
+from helpers.beans import class_names_of, load_beans
+from helpers.config import CHECKPOINTS_KEPT, Budget, Sources, run_name, storage_path, verbose
 from helpers.features import collate, make_transform
-from helpers.hardware import precision_args
 from helpers.metrics import accuracy_for_trainer, load_accuracy
 from helpers.models import load_classifier, load_processor
-
-EVAL_BATCH_SIZE = 64
+from helpers.resources import precision_args
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
@@ -34,15 +33,39 @@ def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
     return global_batch_size // world_size
 
 
+def run_config(name: str, **options: object) -> RunConfig:
+    """The course's ``RunConfig``: a run name of its own, the shared storage, capped checkpoints, quiet logs.
+
+    ``ray.train``'s own lines (worker group started, each report, transient warnings such as a slow
+    autoscaling coordinator on a busy laptop) are shown with ``COURSE_VERBOSE=1``; errors always are.
+    """
+    defaults = {
+        "name": run_name(name),
+        "storage_path": storage_path(),
+        "checkpoint_config": CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT),
+        "logging_config": LoggingConfig(log_level="INFO" if verbose() else "ERROR"),
+    }
+    return RunConfig(**(defaults | options))
+
+
 def worker_training_args(
-    output_dir: str, per_device_batch_size: int, max_steps: int, eval_steps: int, learning_rate: float
+    output_dir: str,
+    per_device_batch_size: int,
+    max_steps: int,
+    eval_steps: int,
+    eval_batch_size: int,
+    learning_rate: float,
 ) -> TrainingArguments:
-    """The fine-tune recipe of notebook 01 for one Ray Train worker: evaluate and checkpoint together."""
+    """Notebook 01's recipe for one Ray Train worker, plus checkpoints: a test compares the two.
+
+    What differs from notebook 01, on purpose: a worker-local ``output_dir``; a checkpoint at every
+    evaluation (each is reported to Ray Train); logs only at evaluations (workers print them); no tqdm.
+    """
     return TrainingArguments(
         output_dir=output_dir,  # worker-local and temporary; Ray Train copies checkpoints to storage
         max_steps=max_steps,
         per_device_train_batch_size=per_device_batch_size,
-        per_device_eval_batch_size=EVAL_BATCH_SIZE,
+        per_device_eval_batch_size=eval_batch_size,
         learning_rate=learning_rate,
         lr_scheduler_type="cosine",
         warmup_steps=0.1,
@@ -54,6 +77,8 @@ def worker_training_args(
         save_total_limit=1,
         logging_steps=eval_steps,  # workers print their logs: keep them few
         remove_unused_columns=False,
+        dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient: no search, no warning
         disable_tqdm=True,
         seed=42,
         **precision_args(),
@@ -95,28 +120,28 @@ class CrashAt(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def finetune_beans(config: dict[str, Any], extra_callbacks: Sequence[TrainerCallback] = ()) -> None:
+def finetune_beans(loop_config: dict[str, Any], extra_callbacks: Sequence[TrainerCallback] = ()) -> None:
     """Ray Train worker: notebook 01's fine-tune, reporting metrics and checkpoints to Ray Train.
 
     After a failure Ray Train restarts the workers and hands them the last reported checkpoint:
     training then resumes from it (model, optimizer, schedule and step), not from step 0.
     """
-    sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
+    sources, budget = Sources(**loop_config["sources"]), Budget(**loop_config["budget"])
     ds = load_beans(sources)  # every worker reads the (small) data set itself
-    labels = class_names(ds)
     processor = load_processor(sources.vit)
     set_seed(42)  # the same new head on every worker and in every run
-    model = load_classifier(sources.vit, labels)
+    model = load_classifier(sources.vit, class_names_of(ds))
     prepared = ds.with_transform(make_transform(processor))
 
     with scratch_folder() as output_dir:
         args = worker_training_args(
             output_dir,
-            per_worker(sizes.beans_batch_size),
-            sizes.beans_train_steps,
-            sizes.beans_eval_steps,
-            sizes.learning_rate,
-        )  # the same global batch as notebook 01
+            per_worker(budget.beans_batch_size),  # the same global batch as notebook 01
+            budget.beans_train_steps,
+            budget.beans_eval_steps,
+            budget.eval_batch_size,
+            budget.beans_learning_rate,
+        )
         trainer = Trainer(
             model=model,
             args=args,
@@ -138,20 +163,27 @@ def finetune_beans(config: dict[str, Any], extra_callbacks: Sequence[TrainerCall
                 trainer.train(resume_from_checkpoint=os.path.join(folder, RayTrainReportCallback.CHECKPOINT_NAME))
 
 
-def finetune_from_shards(config: dict[str, Any]) -> None:
+def finetune_from_shards(loop_config: dict[str, Any]) -> None:
     """Ray Train worker: fine-tune on this worker's shard of the Ray Data "train" set, evaluate on "valid"."""
-    sources, sizes = Sources(**config["sources"]), Sizes(**config["sizes"])
+    sources, budget = Sources(**loop_config["sources"]), Budget(**loop_config["budget"])
     set_seed(42)  # the same new head on every worker and in every run
-    model = load_classifier(sources.vit, config["classes"])
-    batch_size = per_worker(sizes.dogs_batch_size)
+    model = load_classifier(sources.vit, loop_config["class_names"])
+    batch_size = per_worker(budget.dogs_batch_size)
     dtypes = {"pixel_values": torch.float32, "labels": torch.int64}
     train_batches = ray.train.get_dataset_shard("train").iter_torch_batches(
         batch_size=batch_size, dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
     )  # re-iterated every epoch; this worker sees only its shard
-    valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(batch_size=EVAL_BATCH_SIZE, dtypes=dtypes)
+    valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(
+        batch_size=budget.eval_batch_size, dtypes=dtypes
+    )
     with scratch_folder() as output_dir:
         args = worker_training_args(
-            output_dir, batch_size, sizes.dogs_train_steps, sizes.dogs_eval_steps, sizes.learning_rate
+            output_dir,
+            batch_size,
+            budget.dogs_train_steps,
+            budget.dogs_eval_steps,
+            budget.eval_batch_size,
+            budget.dogs_learning_rate,
         )  # max_steps is required: a stream has no length
         trainer = Trainer(
             model=model,

@@ -58,7 +58,8 @@ def main() -> None:
         head_node_args={
             **node,
             "gcs_server_port": args.port,
-            "include_dashboard": False,
+            "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
+            "dashboard_host": "127.0.0.1",
             "dashboard_port": args.port + 1,
         },
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
@@ -71,6 +72,7 @@ def main() -> None:
         f"[ray-cluster] up at {cluster.address}: {len(nodes)} nodes, {resources.get('CPU', 0):.0f} CPUs, "
         f"{resources.get('GPU', 0):.0f} GPUs, listening on {sorted({n['NodeManagerAddress'] for n in nodes})}"
     )
+    print(f"[ray-cluster] dashboard: http://127.0.0.1:{args.port + 1} (it asks for the token in .cluster/auth_token)")
     ray.shutdown()
 
 

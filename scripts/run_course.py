@@ -87,12 +87,16 @@ def execute(path: Path, executed_dir: Path, cell_timeout: int = CELL_TIMEOUT) ->
     return Outcome(path.name, time.perf_counter() - start, status)
 
 
-def table(outcomes: list[Outcome], metrics: dict[str, dict[str, float]]) -> str:
-    lines = [f"{'notebook':<34} {'wall time':>10} {'val accuracy':>13}  status"]
+def table(outcomes: list[Outcome], recorded: dict[str, dict]) -> str:
+    """One row per notebook: wall time, its headline figure by name (with the floor it passed), status."""
+    rows = []
     for outcome in outcomes:
-        accuracy = metrics.get(outcome.notebook, {}).get("val_accuracy")
-        shown = f"{accuracy:.3f}" if accuracy is not None else "-"
-        lines.append(f"{outcome.notebook:<34} {outcome.seconds:>9.0f}s {shown:>13}  {outcome.status}")
+        figure = recorded.get(outcome.notebook, {})
+        headline = f"{figure['headline']} {figure['value']:.3f} (floor {figure['floor']})" if figure else "-"
+        rows.append((outcome.notebook, f"{outcome.seconds:.0f}s", headline, outcome.status))
+    width = max(len("headline"), *(len(row[2]) for row in rows)) if rows else len("headline")
+    lines = [f"{'notebook':<34} {'wall time':>9}  {'headline':<{width}}  status"]
+    lines += [f"{name:<34} {seconds:>9}  {headline:<{width}}  {status}" for name, seconds, headline, status in rows]
     return "\n".join(lines)
 
 
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
 
-    outcomes, metrics = [], {}
+    outcomes, recorded = [], {}
     interrupted = False
     for path in paths:
         print(f"running {path.name} ...", flush=True)
@@ -113,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             outcome = execute(path, args.executed, args.cell_timeout)
         except KeyboardInterrupt:  # Ctrl-C: the table of what ran so far, then stop
             outcome, interrupted = Outcome(path.name, 0.0, "INTERRUPTED (Ctrl-C)"), True
-        metrics[path.name] = results.read(path.stem)
+        recorded[path.name] = results.read(path.stem)
         outcomes.append(outcome)
         print(f"  {outcome.status} in {outcome.seconds:.0f} s", flush=True)
         if interrupted:
             break
     print(f"\nexecuted notebooks are in {args.executed}\n")
-    print(table(outcomes, metrics))
+    print(table(outcomes, recorded))
     if interrupted:
         return 130
     return 0 if all(outcome.ok for outcome in outcomes) else 1

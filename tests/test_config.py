@@ -39,15 +39,49 @@ def test_standin_sources_are_local_and_real_ones_remote(tmp_path):
     assert not config.is_local(real.imagenette) and not config.is_local(real.cifar10)
 
 
-def test_both_settings_have_the_same_fields_and_positive_sizes():
-    for kind in ("standin", "real"):
-        sizes = config.get_sizes(kind)
-        assert sizes.beans_train_steps > 0 and sizes.beans_batch_size > 0 and sizes.learning_rate > 0
+@pytest.mark.parametrize("sources_kind", ["standin", "real"])
+@pytest.mark.parametrize("budget_kind", ["cpu", "gpu"])
+def test_sources_and_budget_are_chosen_independently(monkeypatch, sources_kind, budget_kind):
+    """The four combinations: the budget never depends on the sources, the sources never on the budget."""
+    monkeypatch.setenv(config.SOURCES_ENV, sources_kind)
+    monkeypatch.setenv(config.BUDGET_ENV, budget_kind)
+    sources = config.get_sources()
+    for gpus in (0, 4):  # the setting wins over the hardware
+        budget = config.get_budget(gpus)
+        assert (sources.kind, budget.kind) == (sources_kind, budget_kind)
+    text = config.describe(sources, budget, "a plan", lesson="cifar")
+    assert f"sources: {sources_kind}" in text and f"budget: {budget_kind}" in text and "plan: a plan" in text
+    assert f"cifar_architecture={budget.cifar_architecture}" in text and "beans_train_steps" not in text
 
 
-def test_describe_names_every_source_and_size():
-    text = config.describe(config.get_sources("standin"), config.get_sizes("standin"))
-    assert "sources: standin" in text and "beans_train_steps" in text and config.STANDIN_VIT in text
+def test_the_budget_follows_the_hardware_when_unset(monkeypatch):
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
+    assert config.get_budget(0).kind == "cpu" and config.get_budget(0.0).kind == "cpu"
+    assert config.get_budget(1).kind == "gpu" and config.get_budget(8).kind == "gpu"
+
+
+def test_an_unknown_budget_names_the_choices(monkeypatch):
+    monkeypatch.setenv(config.BUDGET_ENV, "laptop")
+    with pytest.raises(ValueError, match=r"COURSE_BUDGET='laptop'.*\['cpu', 'gpu'\]"):
+        config.get_budget(0)
+
+
+def test_the_cpu_budget_is_small_and_the_gpu_budget_is_the_real_thing():
+    cpu, gpu = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
+    assert cpu.cifar_architecture == "small" and cpu.cifar_train_size and cpu.cifar_batch_size <= 64
+    assert gpu.cifar_architecture == "full" and gpu.cifar_train_size is None and gpu.cifar_batch_size == 512
+    assert gpu.max_workers > cpu.max_workers
+    for budget in (cpu, gpu):
+        for field in fields(config.Budget):
+            value = getattr(budget, field.name)
+            assert value is None or isinstance(value, str) or value > 0, f"{budget.kind}.{field.name} = {value}"
+        assert budget.beans_train_steps % budget.beans_eval_steps == 0, "the last step is an evaluation"
+
+
+def test_describe_without_a_lesson_shows_every_source_and_knob():
+    text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
+    assert "sources: standin" in text and config.STANDIN_VIT in text
+    assert all(f"{field.name}=" in text for field in fields(config.Budget) if field.name != "kind")
 
 
 def test_missing_local_folder_names_the_build_command(tmp_path):

@@ -5,12 +5,12 @@ from PIL import Image
 
 from helpers.features import collate, make_transform, pixel_values, to_rgb
 from helpers.metrics import accuracy_for_trainer, load_accuracy
-from helpers.models import tiny_vit_processor
+from helpers.models import standin_processor
 
 
 @pytest.fixture(scope="module")
 def processor():
-    return tiny_vit_processor()
+    return standin_processor()
 
 
 def test_grayscale_and_arrays_become_rgb():
@@ -55,7 +55,7 @@ def test_an_empty_split_is_an_error_not_accuracy_zero():
     import pytest
     import torch
 
-    from helpers.cifar import validate
+    from helpers.loops import validate
     from helpers.metrics import share_correct
 
     with pytest.raises(ValueError, match="the held-out split is empty"):

@@ -5,7 +5,7 @@ import pytest
 
 from helpers.features import Featurizer
 from helpers.inference import ImageClassifier
-from helpers.models import tiny_vit, tiny_vit_processor
+from helpers.models import standin_processor, standin_vit
 from helpers.train import per_worker
 
 
@@ -18,13 +18,13 @@ def image_batch() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vit")
-    tiny_vit(["dog", "fish"]).save_pretrained(folder)
-    tiny_vit_processor().save_pretrained(folder)
+    standin_vit(["dog", "fish"]).save_pretrained(folder)
+    standin_processor().save_pretrained(folder)
     return folder
 
 
 def test_featurizer_gives_float_pixels_and_int_labels(model_dir):
-    out = Featurizer(str(model_dir), classes=["dog", "fish"])(image_batch())
+    out = Featurizer(str(model_dir), class_names=["dog", "fish"])(image_batch())
     assert out["pixel_values"].shape == (3, 3, 64, 64) and out["pixel_values"].dtype == np.float32
     assert out["labels"].tolist() == [1, 0, 1] and out["labels"].dtype == np.int64
     assert -1.0 <= out["pixel_values"].min() and out["pixel_values"].max() <= 1.0

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import config, synthetic
+from helpers import catalog, config
 from helpers.ingest import (
     add_labels,
     add_shapes,
@@ -84,7 +84,7 @@ def test_keep_rgb_drops_grayscale_rows_and_keeps_columns_aligned():
 
 
 def test_labels_from_folders_rebuild_the_standin_labels_file():
-    rebuilt = labels_from_folders(str(STANDIN), synthetic.IMAGENETTE_SYNSETS)
+    rebuilt = labels_from_folders(str(STANDIN), catalog.IMAGENETTE_SYNSETS)
     shipped = pd.read_csv(STANDIN / "labels.csv")
     key = ["file_name"]
     pd.testing.assert_frame_equal(

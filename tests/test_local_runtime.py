@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 LOCAL_RUNTIME = """
 import json, psutil, ray
 from helpers.cluster import init_ray
@@ -22,6 +24,8 @@ for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
 print("WIDE", json.dumps(wide))
 ray.shutdown()
 """
+
+pytestmark = pytest.mark.cluster  # starts Ray
 
 
 def test_a_notebooks_own_local_runtime_listens_on_loopback_only():

@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import build, config, synthetic
-from helpers.data import class_names, load_beans
-from helpers.models import load_classifier, load_processor, predict, tiny_vit, tiny_vit_processor
+from helpers import build, catalog, config
+from helpers.beans import class_names_of, load_beans
+from helpers.models import load_classifier, load_processor, predict, standin_processor, standin_vit
 
 CHECKPOINT = config.DATA_DIR / config.STANDIN_VIT
 
 
 def test_tiny_vit_has_the_promised_size():
-    model = tiny_vit(["a", "b"])
+    model = standin_vit(["a", "b"])
     assert 0.4e6 < sum(p.numel() for p in model.parameters()) < 0.8e6
     assert model(pixel_values=torch.zeros(2, 3, 64, 64)).logits.shape == (2, 2)
 
@@ -25,9 +25,9 @@ def test_checkpoint_loads_with_a_new_head():
 
 def test_checkpoint_is_really_pretrained():
     """Its own head classifies the pretraining shapes far above chance (0.1): not random weights."""
-    model = load_classifier(str(CHECKPOINT), synthetic.CIFAR10_CLASSES)  # same labels: the head is kept
+    model = load_classifier(str(CHECKPOINT), catalog.CIFAR10_CLASSES)  # same labels: the head is kept
     images, labels = build.shapes_arrays("test", 200)
-    pixels = tiny_vit_processor()(list(images), return_tensors="pt")["pixel_values"]
+    pixels = standin_processor()(list(images), return_tensors="pt")["pixel_values"]
     assert (predict(model, pixels) == labels).mean() > 0.4
 
 
@@ -38,9 +38,9 @@ def test_missing_checkpoint_names_the_build_command(tmp_path):
 
 def test_load_beans_reads_the_standin_with_beans_columns():
     ds = load_beans(config.get_sources("standin"))
-    assert set(ds) == set(synthetic.BEANS_SPLITS)
-    assert {split: ds[split].num_rows for split in ds} == synthetic.BEANS_SPLITS
-    assert class_names(ds) == synthetic.BEANS_CLASSES
+    assert set(ds) == set(catalog.BEANS_SPLITS)
+    assert {split: ds[split].num_rows for split in ds} == catalog.BEANS_SPLITS
+    assert class_names_of(ds) == catalog.BEANS_CLASSES
     assert "labels" in ds["train"].column_names and "image" in ds["train"].column_names
     assert np.bincount(ds["validation"]["labels"]).min() >= 40
 

@@ -1,10 +1,11 @@
-"""Notebooks are committed without outputs or execution counts, and each one records its figures.
+"""Notebooks are committed without outputs or execution counts, and each one records a named headline.
 
 What is checked is what git holds (the index: what the next commit takes), not the working copy: a
 learner who saves a notebook with its outputs still passes the tests, and `make setup` installs
 nbstripout as a git filter, so the outputs never reach a commit.
 """
 
+import ast
 import json
 import subprocess
 import sys
@@ -59,8 +60,24 @@ def test_the_nbstripout_filter_strips_what_a_learner_saved(tmp_path):
     assert not code_cells_with_output(cleaned)
 
 
+def record_calls(path: Path) -> list[ast.Call]:
+    """The ``results.record(...)`` calls in the code cells of a notebook."""
+    calls = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "results.record":
+                calls.append(node)
+    return calls
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_training_notebook_asserts_a_floor_and_records_it(path):
-    source = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
-    assert "assert " in source and "accuracy" in source
-    assert f'results.record("{path.stem}"' in source, "the notebook must record its figures for `make run`"
+def test_each_notebook_records_one_named_headline_with_its_floor(path):
+    """`results.record(notebook, headline, value, floor=...)` raises below the floor: the check is in code."""
+    calls = record_calls(path)
+    assert len(calls) == 1, f"{path.name}: {len(calls)} results.record calls (one headline per notebook)"
+    notebook, headline = (ast.literal_eval(argument) for argument in calls[0].args[:2])
+    assert notebook == path.stem and isinstance(headline, str) and headline.strip()
+    floor = {keyword.arg: keyword.value for keyword in calls[0].keywords}.get("floor")
+    assert floor is not None and 0 < ast.literal_eval(floor) < 1, f"{path.name}: floor=... (a share above chance)"

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.notebook  # runs the first cell of every notebook: imports of torch, Ray, transformers
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9]*.ipynb"))
 
 

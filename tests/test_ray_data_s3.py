@@ -19,11 +19,13 @@ from moto.server import ThreadedMotoServer
 from PIL import Image
 
 from helpers import config
-from helpers.cluster import init_ray, quiet_ray_data
+from helpers.cluster import configure_ray_data, init_ray
 from helpers.ingest import add_shapes, attach_labels, check_labels, keep_rgb, read_labels, require_readable_images
 
 STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
 BUCKET = "course-data"
+
+pytestmark = pytest.mark.cluster  # starts Ray
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def ray_with_s3(s3_env: dict[str, str]) -> Iterator[None]:
     """Ray (the test cluster, or a local runtime) whose workers see the S3 endpoint variables."""
     ray.shutdown()
     init_ray(runtime_env={"env_vars": s3_env})
-    quiet_ray_data()
+    configure_ray_data()
     yield
     ray.shutdown()
 

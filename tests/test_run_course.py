@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
-    "a_ok": "print('fine')",
+    "a_ok": "from helpers import results\nresults.record('a_ok', 'toy accuracy', 0.9, floor=0.5)",
     "b_fails": "raise ValueError('a broken cell')",
     "c_too_slow": "import time\ntime.sleep(60)",
     "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
@@ -57,6 +57,7 @@ def test_every_notebook_gets_a_row_and_a_saved_copy(run):
 def test_each_kind_of_failure_says_what_happened(run):
     result, _ = run
     assert row(result, "a_ok").endswith("ok")
+    assert "toy accuracy 0.900 (floor 0.5)" in row(result, "a_ok"), "the table names each notebook's headline"
     assert "FAILED in cell 2 of 2: ValueError: a broken cell" in row(result, "b_fails")
     assert "TIMED OUT in cell 2 of 2" in row(result, "c_too_slow")
     assert "KERNEL DIED in cell 2 of 2" in row(result, "d_kernel_dies")

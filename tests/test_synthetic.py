@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import build, config, synthetic
+from helpers import build, catalog, config, synthetic
 
 
 def test_images_depend_only_on_seed_split_and_index():
@@ -41,7 +41,7 @@ def test_imagenette_build_has_layout_labels_and_grayscale_share(tmp_path):
     assert len(rows) == len(files) == 2 * sum(synthetic.IMAGENETTE_SPLITS.values())
     assert {r["file_name"] for r in rows} == {f.name for f in files}
     for split, n in synthetic.IMAGENETTE_SPLITS.items():
-        for synset, kind in synthetic.IMAGENETTE_SYNSETS.items():
+        for synset, kind in catalog.IMAGENETTE_SYNSETS.items():
             folder = sorted((tmp_path / split / synset).glob("*.JPEG"))
             assert len(folder) == n
             gray = sum(Image.open(f).mode == "L" for f in folder)
@@ -55,7 +55,7 @@ def test_rebuild_is_identical(tmp_path, name):
     if name == config.STANDIN_BEANS:  # the full build takes seconds; compare a few images instead
         split, i = "validation", 5
         first = synthetic.leaf_image(i % 3, synthetic.rng_for("beans", split, i))
-        built = config.require_local(config.DATA_DIR / name, "beans") / split / synthetic.BEANS_CLASSES[i % 3]
+        built = config.require_local(config.DATA_DIR / name, "beans") / split / catalog.BEANS_CLASSES[i % 3]
         assert np.array_equal(np.asarray(Image.open(built / f"{split}_{i:04d}.png")), np.asarray(first))
         return
     build.build(name, tmp_path)
@@ -66,8 +66,8 @@ def test_rebuild_is_identical(tmp_path, name):
 
 def test_built_beans_has_the_promised_splits_and_classes():
     root = config.require_local(config.DATA_DIR / config.STANDIN_BEANS, "beans")
-    for split, n in synthetic.BEANS_SPLITS.items():
-        assert sorted(p.name for p in (root / split).iterdir()) == synthetic.BEANS_CLASSES
+    for split, n in catalog.BEANS_SPLITS.items():
+        assert sorted(p.name for p in (root / split).iterdir()) == catalog.BEANS_CLASSES
         assert len(list((root / split).glob("*/*.png"))) == n
 
 

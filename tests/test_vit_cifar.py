@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from helpers import config
-from helpers.cifar import load_split, normalize, pairs, train_epoch, validate
-from helpers.vit import FULL, SMALL, VisionTransformer, ViTSize, count_parameters, size_named
+from helpers.cifar import load_split, normalize
+from helpers.loops import pairs, train_epoch, validate
+from helpers.vit import FULL, SMALL, Architecture, VisionTransformer, architecture_named, count_parameters
 
 CIFAR = str(config.DATA_DIR / config.STANDIN_CIFAR10)
 
@@ -22,14 +23,14 @@ def test_vit_gives_one_logit_per_class():
 def test_full_size_is_the_tutorials_14_3_million_parameters():
     assert count_parameters(VisionTransformer(FULL)) == pytest.approx(14.3e6, rel=0.01)
     assert count_parameters(VisionTransformer(SMALL)) < 1e6
-    assert size_named("full") == FULL and size_named("small") == SMALL
+    assert architecture_named("full") == FULL and architecture_named("small") == SMALL
 
 
 def test_unknown_sizes_and_patches_that_do_not_tile_are_refused():
     with pytest.raises(ValueError, match="small"):
-        size_named("huge")
+        architecture_named("huge")
     with pytest.raises(ValueError, match="multiple"):
-        VisionTransformer(ViTSize(patch_size=5))
+        VisionTransformer(Architecture(patch_size=5))
 
 
 def test_a_training_step_lowers_the_loss_on_a_fixed_batch():

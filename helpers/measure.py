@@ -1,4 +1,4 @@
-"""Small tools for notebook 05's measurements: a tally across workers, an order measure, stand-in work."""
+"""Tools to measure data pipelines: a tally workers report to, how shuffled an order is, stand-in work, timestamps."""
 
 from __future__ import annotations
 

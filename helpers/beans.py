@@ -1,4 +1,4 @@
-"""Reading the course data sets, from the stand-ins or the real sources, through one path."""
+"""Reading beans (notebooks 01, 02 and 02b), from the stand-in or the Hub, through one path."""
 
 from __future__ import annotations
 
@@ -16,6 +16,6 @@ def load_beans(sources: Sources) -> DatasetDict:
     return load_dataset("imagefolder", data_dir=str(folder)).rename_column("label", "labels")
 
 
-def class_names(dataset: DatasetDict, column: str = "labels") -> list[str]:
+def class_names_of(dataset: DatasetDict, column: str = "labels") -> list[str]:
     """The class names of a classification data set, in label-id order."""
     return list(dataset["train"].features[column].names)

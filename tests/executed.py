@@ -1,0 +1,62 @@
+"""Running a course notebook the way `make run` does, and reading what a learner sees in its executed copy."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_course  # noqa: E402  (scripts/ is not a package)
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+EXECUTED = run_course.EXECUTED
+MAX_LINES = 100  # text lines of output per notebook: what a reader can follow next to the lesson
+WARNING = re.compile(r"(Deprecation|Future|UserWarning|RuntimeWarning)|deprecated|will be removed", re.IGNORECASE)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run(path: Path) -> run_course.Outcome:
+    """Execute ``path`` as `make run` does: its executed copy lands in results/executed/."""
+    return run_course.execute(path, EXECUTED, cell_timeout=900)
+
+
+def output_lines(path: Path) -> list[str]:
+    """The text lines a reader sees in the executed copy of ``path`` (a carriage return overwrites its line)."""
+    notebook = nbformat.read(EXECUTED / path.name, as_version=4)
+    lines = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream":
+                text = output.text
+            elif output.output_type == "error":
+                text = "\n".join(output.traceback)
+            else:
+                continue
+            lines += [ANSI.sub("", line.rsplit("\r", 1)[-1]) for line in text.splitlines()]
+    return lines
+
+
+def repeats(lines: list[str]) -> list[str]:
+    """Lines printed twice in a row (blank lines aside)."""
+    return [line for line, after in zip(lines, lines[1:], strict=False) if line.strip() and line == after]
+
+
+def warnings(lines: list[str]) -> list[str]:
+    return [line for line in lines if WARNING.search(line)]
+
+
+def problems(path: Path) -> list[str]:
+    """What makes the executed copy of ``path`` hard to read, one sentence each; empty when it reads well."""
+    lines = output_lines(path)
+    found = []
+    if len(lines) > MAX_LINES:
+        found.append(f"{len(lines)} lines of output (at most {MAX_LINES}); the last ones: {lines[-5:]}")
+    if repeats(lines):
+        found.append(f"lines printed twice in a row: {repeats(lines)[:5]}")
+    if warnings(lines):
+        found.append(f"warnings in the output: {warnings(lines)[:5]}")
+    return found

@@ -1,0 +1,27 @@
+"""Every notebook runs top to bottom on the local cluster, records its headline figure above its floor,
+and shows a readable output: few lines, none printed twice in a row, no warnings.
+
+Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there.
+"""
+
+from __future__ import annotations
+
+import pytest
+from executed import NOTEBOOKS, problems, run
+
+from helpers import results
+
+RERUN = "02_ray_train_finetune"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem != RERUN], ids=lambda p: p.stem)
+def test_notebook_runs_learns_and_reads_well(path):
+    results.metrics_path(path.stem).unlink(missing_ok=True)
+    outcome = run(path)
+    assert outcome.ok, f"{path.name}: {outcome.status} (executed copy in results/executed/)"
+    recorded = results.read(path.stem)
+    assert recorded, f"{path.name} recorded no headline figure (helpers.results.record)"
+    assert recorded["value"] >= recorded["floor"], recorded
+    found = problems(path)
+    assert not found, f"{path.name}: " + "; ".join(found)
