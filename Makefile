@@ -13,6 +13,7 @@ LOCK := requirements/lock.txt
 OVERRIDES := requirements/overrides.txt
 INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
+LAB_IP ?= 127.0.0.1  # where `make lab` listens; an instructor serving a room sets another address on purpose
 # torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
 # (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
@@ -74,8 +75,10 @@ check: data ## the fast loop, under 2 min: lint, format (notebooks too), unit te
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -p no:cacheprovider -q -m "$(or $(MARK),not cluster and not notebook)"
 
-lab: data ## open JupyterLab on the course (notebooks start their own local Ray)
-	$(BIN)/jupyter lab notebooks
+lab: data ## JupyterLab on the course, on 127.0.0.1 with its token (notebooks start their own local Ray)
+	@flags="--ip=$(strip $(LAB_IP))"; if [ "$$(id -u)" = 0 ]; then \
+	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
+	$(BIN)/jupyter lab notebooks $$flags
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .

@@ -37,6 +37,7 @@ QUIET_WORKERS = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "RAY_DATA_LOG_LEVEL": "WARNING",  # Ray Data's actors: no "Dataset ... execution finished" line per epoch
 }
 
 
@@ -69,6 +70,8 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
     runtime_env = dict(runtime_env or {})
     if not verbose():
         runtime_env["env_vars"] = QUIET_WORKERS | runtime_env.get("env_vars", {})
+        for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
+            os.environ.setdefault(name, value)
     options = {
         "ignore_reinit_error": True,
         "logging_level": "WARNING",

@@ -101,6 +101,21 @@ def scratch_folder() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+class ResumableTrainer(Trainer):
+    """A ``Trainer`` that resumes from a checkpoint *with the checkpoint's weights*.
+
+    transformers 5 names ViT's modules differently in memory than in a saved checkpoint;
+    ``from_pretrained`` converts between the two, the ``Trainer``'s own resume (a plain, non-strict
+    ``load_state_dict``) does not: it matched no key, warned, and trained on from the weights it had,
+    with only the optimizer, schedule and step restored. tests/test_resume.py shows both.
+    """
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
+        target = model or self.model
+        saved = type(target).from_pretrained(resume_from_checkpoint)
+        target.load_state_dict(saved.state_dict())  # strict: every key, or an error
+
+
 class MarkResume(TrainerCallback):
     """Adds ``resumed_from_step`` to the reported metrics: 0 on a fresh start, the checkpoint's step after a restart."""
 
@@ -142,7 +157,7 @@ def finetune_beans(loop_config: dict[str, Any], extra_callbacks: Sequence[Traine
             budget.eval_batch_size,
             budget.beans_learning_rate,
         )
-        trainer = Trainer(
+        trainer = ResumableTrainer(
             model=model,
             args=args,
             data_collator=collate,
