@@ -38,6 +38,9 @@ QUIET_WORKERS = {
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "RAY_DATA_LOG_LEVEL": "WARNING",  # Ray Data's actors: no "Dataset ... execution finished" line per epoch
+    # iter_torch_batches hands torch the read-only arrays of the object store, zero-copy; torch warns once
+    # per worker, though nothing writes into a batch.
+    "PYTHONWARNINGS": "ignore:The given NumPy array is not writable:UserWarning",
 }
 
 

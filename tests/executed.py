@@ -14,9 +14,11 @@ import run_course  # noqa: E402  (scripts/ is not a package)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 EXECUTED = run_course.EXECUTED
-MAX_LINES = 100  # text lines of output per notebook: what a reader can follow next to the lesson
+MAX_LINES = 120  # text lines of output per notebook: what a reader can follow next to the lesson (and room
+# for a crash report of a Ray worker, see README: Ray 2.60 workers sometimes abort on a corrupt mutex)
 WARNING = re.compile(r"(Deprecation|Future|UserWarning|RuntimeWarning)|deprecated|will be removed", re.IGNORECASE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+RAY_PREFIX = re.compile(r"^\([^()]*pid=\S+?\) ?")  # "(RayTrainWorker pid=123) ": which Ray process printed it
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
 NOT_OURS = {
     "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "
@@ -46,8 +48,9 @@ def output_lines(path: Path) -> list[str]:
 
 
 def repeats(lines: list[str]) -> list[str]:
-    """Lines printed twice in a row (blank lines aside)."""
-    return [line for line, after in zip(lines, lines[1:], strict=False) if line.strip() and line == after]
+    """Lines printed twice in a row (blank lines aside, also a Ray process's blank line under its prefix)."""
+    pairs = zip(lines, lines[1:], strict=False)
+    return [line for line, after in pairs if RAY_PREFIX.sub("", line).strip() and line == after]
 
 
 def warnings(lines: list[str]) -> list[str]:

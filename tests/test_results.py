@@ -22,3 +22,13 @@ def test_a_headline_below_its_floor_raises_and_saves_nothing(tmp_path, value):
     with pytest.raises(results.BelowFloor, match="toy accuracy is .* below its floor of 0.8"):
         results.record("nb", "toy accuracy", value, floor=0.8, results_dir=tmp_path)
     assert results.read("nb", tmp_path) == {}
+
+
+def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
+    from executed import repeats, warnings
+
+    lines = ["(pid=1) ", "(pid=1) ", "", "", "(RayTrainWorker pid=2) epoch 1", "(RayTrainWorker pid=2) epoch 1"]
+    assert repeats(lines) == ["(RayTrainWorker pid=2) epoch 1"]
+    assert warnings(["x.py:1: FutureWarning: soon", "RayDeprecationWarning: `ExecutionOptions.exclude_resources`"]) == [
+        "x.py:1: FutureWarning: soon"
+    ]
