@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import sys
 from pathlib import Path
@@ -24,6 +26,16 @@ NOT_OURS = {
     "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "
     "datasets (ray.train.v2 state export calls DataConfig.default_ingest_options), whatever the course passes",
 }
+
+
+def calls(path: Path, name: str) -> list[ast.Call]:
+    """The calls to ``name`` (as written: ``"results.record"``) in the code cells of the notebook at ``path``."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            tree = ast.parse("".join(cell["source"]))
+            found += [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == name]
+    return found
 
 
 def run(path: Path) -> run_course.Outcome:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import executed
 import pytest
 
 ROOT = Path(__file__).parent.parent
@@ -60,22 +61,10 @@ def test_the_nbstripout_filter_strips_what_a_learner_saved(tmp_path):
     assert not code_cells_with_output(cleaned)
 
 
-def record_calls(path: Path) -> list[ast.Call]:
-    """The ``results.record(...)`` calls in the code cells of a notebook."""
-    calls = []
-    for cell in json.loads(path.read_text())["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        for node in ast.walk(ast.parse("".join(cell["source"]))):
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == "results.record":
-                calls.append(node)
-    return calls
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_each_notebook_records_one_named_headline_with_its_floor(path):
     """`results.record(notebook, headline, value, floor=...)` raises below the floor: the check is in code."""
-    calls = record_calls(path)
+    calls = executed.calls(path, "results.record")
     assert len(calls) == 1, f"{path.name}: {len(calls)} results.record calls (one headline per notebook)"
     notebook, headline = (ast.literal_eval(argument) for argument in calls[0].args[:2])
     assert notebook == path.stem and isinstance(headline, str) and headline.strip()

@@ -8,10 +8,10 @@ argument that differs, except those listed below with the reason.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
+from executed import calls
 from transformers import TrainingArguments
 
 from helpers import config
@@ -29,13 +29,10 @@ DIFFERENT_ON_PURPOSE = {
 
 def notebook_arguments(budget: config.Budget) -> dict:
     """The keyword arguments of notebook 01's `TrainingArguments(...)` call, evaluated for ``budget``."""
-    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
-        tree = ast.parse("".join(cell["source"])) if cell["cell_type"] == "code" else ast.Module(body=[])
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == "TrainingArguments":
-                names = {"budget": budget, "str": str, "output_dir": "notebook-01"}
-                return {k.arg: eval(ast.unparse(k.value), names) for k in node.keywords if k.arg}  # noqa: S307
-    raise AssertionError("notebook 01 has no TrainingArguments(...) call")
+    found = calls(NOTEBOOK, "TrainingArguments")
+    assert found, "notebook 01 has no TrainingArguments(...) call"
+    names = {"budget": budget, "str": str, "output_dir": "notebook-01"}
+    return {k.arg: eval(ast.unparse(k.value), names) for k in found[0].keywords if k.arg}  # noqa: S307
 
 
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
