@@ -14,6 +14,7 @@ OVERRIDES := requirements/overrides.txt
 INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
 LAB_IP ?= 127.0.0.1  # where `make lab` listens; an instructor serving a room sets another address on purpose
+LAB_PORT ?= 8888  # JupyterLab takes the next free one if this one is busy
 # torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
 # (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
@@ -28,13 +29,15 @@ endif
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run test check lab lint lock clean sources
+.PHONY: help setup hooks data run test check doctor lab lint lock clean sources
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 setup: $(INSTALLED) ## create .venv (or use VENV=...) and install the locked packages
 
+# uv installs with --compile-bytecode: where PYTHONDONTWRITEBYTECODE=1 is set (many containers, this test machine),
+# nothing else would ever write the .pyc files, and every Ray worker would compile pandas, torch and Ray from source.
 $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	@py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
 	if [ -z "$$py" ]; then echo "No python3 found. This course needs Python 3.11 (3.11.5 or newer)." >&2; exit 1; fi; \
@@ -48,7 +51,8 @@ $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 	  $${index:+--index-url $$index --extra-index-url https://pypi.org/simple} torch==2.13.0; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) uv; \
-	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) --override $(OVERRIDES) -e ".[dev]"; \
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) --override $(OVERRIDES) \
+	  --compile-bytecode -e ".[dev]"; \
 	echo "installed in $$(( $$(date +%s) - start )) s"
 	@$(MAKE) --no-print-directory hooks
 	@touch $@
@@ -75,8 +79,11 @@ check: data ## the fast loop, under 2 min: lint, format (notebooks too), unit te
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest -p no:cacheprovider -q -m "$(or $(MARK),not cluster and not notebook)"
 
+doctor: setup ## pre-flight of the cluster in RAY_ADDRESS (else a local Ray): versions, GPUs, storage, sources, plans
+	$(BIN)/python scripts/doctor.py
+
 lab: data ## JupyterLab on the course, on 127.0.0.1 with its token (notebooks start their own local Ray)
-	@flags="--ip=$(strip $(LAB_IP))"; if [ "$$(id -u)" = 0 ]; then \
+	@flags="--ip=$(strip $(LAB_IP)) --port=$(strip $(LAB_PORT))"; if [ "$$(id -u)" = 0 ]; then \
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
 	$(BIN)/jupyter lab notebooks $$flags
 

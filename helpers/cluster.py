@@ -56,13 +56,29 @@ ON_THIS_MACHINE = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "RAY_TRAIN_ENABLE
 PLAIN_WORKER_OUTPUT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0"}
 
 
+# What a worker needs to reach what this process reaches, passed on when set here: the bucket of the storage
+# path or of the sources (endpoint, keys, region; a node with a cloud role of its own needs none), and the Hub.
+PASSED_TO_WORKERS = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "HF_ENDPOINT",
+    "HF_TOKEN",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+)
+
+
 def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
     """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources.
 
     On this machine (a local runtime, or the course's local cluster) Ray stays on 127.0.0.1: nothing is
     reachable from the network. ``runtime_env`` (for example ``{"env_vars": {...}}``) reaches every task
     and actor of this job. Workers keep libraries' info logs and progress bars to themselves unless
-    ``COURSE_VERBOSE=1``.
+    ``COURSE_VERBOSE=1``. The settings in :data:`PASSED_TO_WORKERS` that are set here reach every worker.
     """
     if is_on_this_machine(os.environ.get("RAY_ADDRESS")):
         keep_on_loopback()
@@ -71,8 +87,11 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
     for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT).items():
         os.environ.setdefault(name, value)
     runtime_env = dict(runtime_env or {})
+    passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
+    quiet = {} if verbose() else QUIET_WORKERS
+    if passed or quiet:
+        runtime_env["env_vars"] = passed | quiet | runtime_env.get("env_vars", {})
     if not verbose():
-        runtime_env["env_vars"] = QUIET_WORKERS | runtime_env.get("env_vars", {})
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
             os.environ.setdefault(name, value)
     options = {

@@ -299,5 +299,7 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" not in uri:
         return pafs.LocalFileSystem(), str(Path(uri).resolve())
     if uri.startswith(ANONYMOUS_S3):  # Ray's spelling for public buckets; pyarrow wants a flag instead
-        return pafs.S3FileSystem(anonymous=True), uri.removeprefix(ANONYMOUS_S3)
+        # and, for an S3-compatible server (a mirror, a test server), the endpoint that from_uri reads itself
+        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        return pafs.S3FileSystem(anonymous=True, endpoint_override=endpoint), uri.removeprefix(ANONYMOUS_S3)
     return pafs.FileSystem.from_uri(uri)

@@ -33,8 +33,13 @@ def flag_unreadable(batch: Batch) -> Batch:
     return {"path": batch["path"], "problem": np.array(reasons)}
 
 
-def require_readable_images(uri: str) -> int:
-    """The number of image files under ``uri`` if every one decodes; else an error naming the bad ones and why.
+def class_folders(root: str, split: str) -> list[str]:
+    """The folders of the course's imagenette classes in ``split``: ``<root>/<split>/<synset>`` (imagenette has ten)."""
+    return [f"{root}/{split}/{synset}" for synset in IMAGENETTE_SYNSETS]
+
+
+def require_readable_images(uri: str | list[str]) -> int:
+    """The number of image files under ``uri`` (one or several) if every one decodes; else an error naming the bad ones.
 
     `read_images` stops on the first broken file without saying which it was: check first, fix, then read.
     """
@@ -45,7 +50,8 @@ def require_readable_images(uri: str) -> int:
             f"{file_name(p)} ({why})" for p, why in zip(bad["path"][:SHOWN], bad["problem"][:SHOWN], strict=True)
         )
         raise ValueError(
-            f"{len(bad)} of {len(checked)} files under {uri} are not readable images: {listed}"
+            f"{len(bad)} of {len(checked)} files under {', '.join(uri) if isinstance(uri, list) else uri} "
+            f"are not readable images: {listed}"
             + (f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else "")
             + ". Replace them with good copies or delete them (a truncated download is the usual cause)."
         )

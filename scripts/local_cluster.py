@@ -41,13 +41,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True, help="the head node's GCS port")
     parser.add_argument("--cpus-per-node", type=int, required=True)
-    parser.add_argument("--gpus-per-node", type=int, default=0, help="logical GPUs each node reports")
+    parser.add_argument(
+        "--worker-gpus", type=int, default=0, help="GPUs the worker node reports (the head reports the GPUs it finds)"
+    )
     parser.add_argument("--temp-dir", required=True, help="Ray's temp folder: every process names it")
     args = parser.parse_args()
 
     node = dict(
         num_cpus=args.cpus_per_node,
-        num_gpus=args.gpus_per_node,
         object_store_memory=object_store_bytes(),
         temp_dir=args.temp_dir,
         min_worker_port=0,  # workers take free ports chosen by the OS, on 127.0.0.1
@@ -57,6 +58,7 @@ def main() -> None:
         initialize_head=True,
         head_node_args={
             **node,
+            "num_gpus": None,  # the GPUs this machine has (none here); both nodes would report the same ones
             "gcs_server_port": args.port,
             "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
             "dashboard_host": "127.0.0.1",
@@ -64,7 +66,9 @@ def main() -> None:
         },
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
     )
-    cluster.add_node(**node)  # no log monitor on the second node: worker lines reach the driver once
+    cluster.add_node(
+        **node, num_gpus=args.worker_gpus
+    )  # no log monitor on the second node: worker lines reach the driver once
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     resources = ray.cluster_resources()

@@ -10,7 +10,9 @@
 # a learner's other Ray runtimes). A cluster started by hand is never stopped by a command run here.
 #
 # Settings: VENV (the environment to run Ray from, default .venv; a conda prefix works too),
-# COURSE_RAY_PORT (default 6389), COURSE_RAY_CPUS_PER_NODE (default 4).
+# COURSE_RAY_PORT (default 6389), COURSE_RAY_CPUS_PER_NODE (default 4). The head node reports the GPUs this
+# machine has; COURSE_RAY_WORKER_GPUS (default 0) makes the worker node report some (tests use it: a node that
+# claims a GPU torch cannot see).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +21,7 @@ case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
 python="$venv/bin/python"
 port="${COURSE_RAY_PORT:-6389}"
 cpus_per_node="${COURSE_RAY_CPUS_PER_NODE:-4}"  # 2 nodes x 4: a 2-worker trainer and a 2-actor pool fit
+worker_gpus="${COURSE_RAY_WORKER_GPUS:-0}"
 state="$root/.cluster"
 temp_dir="/tmp/ray-course-$(id -u)-$(printf '%s:%s' "$root" "$port" | cksum | cut -d' ' -f1)"
 
@@ -108,7 +111,7 @@ start_cluster() {
   fi
   say "starting a head node and a worker node ($cpus_per_node CPUs each) at $RAY_ADDRESS from $venv"
   "$python" "$root/scripts/local_cluster.py" --port "$port" --cpus-per-node "$cpus_per_node" \
-    --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
+    --worker-gpus "$worker_gpus" --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
   grep '^\[ray-cluster\]' "$state/start-$port.log"
 }
 

@@ -200,3 +200,16 @@ def test_overrides_keep_their_packages_out_of_the_environment():
             f"{name} is installed, though requirements/overrides.txt removes it: "
             f"`{sys.executable} -m uv pip uninstall --python {sys.executable} {name}`"
         )
+
+
+@pytest.mark.parametrize("module", ["ray", "pandas", "transformers", "torch"])
+def test_the_installed_packages_carry_their_bytecode(module):
+    """`make setup` compiles every package at install time (uv --compile-bytecode).
+
+    Containers often set PYTHONDONTWRITEBYTECODE=1 (this machine does): then no process ever writes a .pyc,
+    and every Ray worker compiled pandas, torch and Ray from source when it imported them, about 5 s of
+    CPU per process; a 2-worker Ray Train start-up took twice as long.
+    """
+    package = Path(__import__(module).__file__).parent
+    cached = package / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    assert cached.exists(), f"{module} has no bytecode: reinstall with `make setup` (rm {ROOT / '.venv'} first)"

@@ -6,24 +6,40 @@ Ray Data reads ``s3://...`` with the endpoint from the standard ``AWS_*`` enviro
 
 import dataclasses
 import hashlib
-import os
 from collections.abc import Iterator
 
 import boto3
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import ray
 import ray.data
-from moto.server import ThreadedMotoServer
+from local_s3 import local_s3
 from PIL import Image
 
 from helpers import config
+from helpers.cifar import load_split
 from helpers.cluster import configure_ray_data, init_ray
-from helpers.ingest import add_shapes, attach_labels, check_labels, keep_rgb, read_labels, require_readable_images
+from helpers.ingest import (
+    add_shapes,
+    attach_labels,
+    check_labels,
+    class_folders,
+    ensure_labels,
+    keep_rgb,
+    read_labels,
+    require_readable_images,
+)
 
 STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
+STANDIN_CIFAR10 = config.DATA_DIR / config.STANDIN_CIFAR10
 BUCKET = "course-data"
+# The real sources' buckets and prefixes (helpers.config), and a synset imagenette has but the course skips.
+REAL_IMAGENETTE = ("air-example-data-2", "imagenette2")
+REAL_CIFAR10 = ("ray-example-data", "cifar10-parquet")
+SKIPPED_SYNSET = "n03000684"
 
 pytestmark = pytest.mark.cluster  # starts Ray
 
@@ -31,27 +47,13 @@ pytestmark = pytest.mark.cluster  # starts Ray
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """A loopback S3 server holding the stand-in folder; yields the AWS_* variables that reach it."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-    }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=BUCKET)
-    for path in STANDIN.rglob("*"):
-        if path.is_file():
-            s3.upload_file(str(path), BUCKET, f"{STANDIN.name}/{path.relative_to(STANDIN)}")
-    yield env
-    server.stop()
-    for name, value in saved.items():
-        os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+    with local_s3() as env:
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        for path in STANDIN.rglob("*"):
+            if path.is_file():
+                s3.upload_file(str(path), BUCKET, f"{STANDIN.name}/{path.relative_to(STANDIN)}")
+        yield env
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,7 @@ def ray_with_s3(s3_env: dict[str, str]) -> Iterator[None]:
 
 def read_labelled(root: str, labels_uri: str) -> ray.data.Dataset:
     """The read path of notebook 03: images with their paths, labels attached by file name."""
-    images = ray.data.read_images(f"{root}/train", include_paths=True)
+    images = ray.data.read_images(class_folders(root, "train"), include_paths=True)
     return attach_labels(images, read_labels(labels_uri))
 
 
@@ -126,3 +128,54 @@ def test_a_truncated_image_is_named_with_the_reason(tmp_path):
     (tmp_path / "broken.JPEG").write_bytes(good[0].read_bytes()[:600])  # a download cut short
     with pytest.raises(ValueError, match=r"1 of 7 files .* not readable images: broken\.JPEG \(OSError"):
         require_readable_images(str(tmp_path))
+
+
+PUBLIC = "public-read"  # the canned ACL: anyone may list the bucket and read its objects without credentials
+
+
+@pytest.fixture(scope="module")
+def real_layouts(s3_env: dict[str, str]) -> None:
+    """The real sources' buckets on the local server, in their layouts, holding the stand-ins' small contents.
+
+    imagenette2: ``<split>/<synset>/<file>.JPEG`` for every synset, no labels file. cifar10-parquet:
+    ``<split>/`` holding several parquet files, each with an ``image`` tensor column and a ``label`` column.
+    """
+    s3 = boto3.client("s3")
+    bucket, prefix = REAL_IMAGENETTE
+    s3.create_bucket(Bucket=bucket, ACL=PUBLIC)  # public, as the real sources' buckets are
+    for path in STANDIN.glob("*/*/*.JPEG"):
+        s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(STANDIN)}", ExtraArgs={"ACL": PUBLIC})
+    for split in ("train", "val"):  # a class of imagenette the course does not use: it must stay out
+        for path in sorted(STANDIN.glob(f"{split}/*/*.JPEG"))[:2]:
+            key = f"{prefix}/{split}/{SKIPPED_SYNSET}/{SKIPPED_SYNSET}_{path.name}"
+            s3.upload_file(str(path), bucket, key, ExtraArgs={"ACL": PUBLIC})
+    bucket, prefix = REAL_CIFAR10
+    s3.create_bucket(Bucket=bucket, ACL=PUBLIC)
+    for split in ("train", "test"):
+        table = pq.read_table(STANDIN_CIFAR10 / split / "data.parquet")
+        half = len(table) // 2
+        for part, rows in enumerate((table.slice(0, half), table.slice(half))):
+            out = pa.BufferOutputStream()
+            pq.write_table(rows, out)
+            s3.put_object(
+                Bucket=bucket, Key=f"{prefix}/{split}/part-{part:05d}.parquet", Body=out.getvalue().to_pybytes()
+            )
+
+
+@pytest.mark.usefixtures("ray_with_s3", "real_layouts")
+def test_the_real_sources_on_s3_work_unchanged(tmp_path):
+    """COURSE_SOURCES=real, buckets and all, but the Hub: the labels file is written, 03 and 04 read as they do."""
+    sources = config.get_sources("real", tmp_path)
+    assert config.require_data(sources) is sources
+    labels = ensure_labels(sources)  # imagenette ships no labels file: written from the synset folders
+    assert labels == str(tmp_path / "imagenette2-labels.csv")
+    written = read_labels(labels)
+    assert sorted(written["file_name"]) == sorted(pd.read_csv(STANDIN / "labels.csv")["file_name"])
+    assert require_readable_images(class_folders(sources.imagenette, "train")) == 600  # not the skipped class
+    table = as_table(read_labelled(sources.imagenette, labels))  # notebook 03's read and label join
+    local = as_table(read_labelled(str(STANDIN), str(STANDIN / "labels.csv")))
+    pd.testing.assert_frame_equal(table, local)
+    images, label_ids = load_split(sources.cifar10, "train")  # notebook 04's read, both ways
+    local_images, local_ids = load_split(str(STANDIN_CIFAR10), "train")
+    assert np.array_equal(images, local_images) and np.array_equal(label_ids, local_ids)
+    assert ray.data.read_parquet(f"{sources.cifar10}/test").count() == len(load_split(str(STANDIN_CIFAR10), "test")[1])

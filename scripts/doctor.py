@@ -1,0 +1,540 @@
+"""The instructor's pre-flight: check the cluster in RAY_ADDRESS (or a local Ray) before a workshop.
+
+    make doctor                                  # a local Ray on this machine
+    RAY_ADDRESS=10.0.0.5:6379 make doctor        # the workshop's cluster
+
+One table of checks, each ✓ or ✗ with its fix in one line; the exit code is 1 when any check is a
+blocker (a notebook would fail or wait forever), 2 when there is no cluster to check. Every check has a
+time limit: a busy or broken cluster gives a ✗, never a hang. It checks:
+
+* the versions of Python, torch, Ray and transformers on the driver and on every node, against the lock;
+* nodes, CPUs, GPUs, memory and object store; on every node Ray says has GPUs, whether torch sees them;
+* the storage path (``COURSE_STORAGE_PATH``): written from each node and read back from every other;
+* the sources (``COURSE_SOURCES``): stand-ins built and seen from every node, or buckets and the Hub reachable;
+* the plan each notebook will use on this cluster, and an estimate of its run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import os
+import platform
+import re
+import socket
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK = ROOT / "requirements" / "lock.txt"
+PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
+TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
+CONNECT_TIMEOUT_S = 5
+# What `make run` took per notebook with the cpu budget on the reference machine (2 cores, the local 2-node
+# cluster), and what the probe below took there: an estimate scales the first by the probe's ratio.
+REFERENCE_SECONDS = {
+    "01_local_finetune": 94,
+    "02_ray_train_finetune": 178,
+    "02b_fault_tolerance": 181,
+    "03_ray_data": 356,
+    "04_cifar10_pytorch_to_ray": 304,
+    "05_data_loading_playbook": 432,
+}
+REFERENCE_PROBE_S = 2.0  # seconds, the median of a few runs there
+OK, NOT_OK = "✓", "✗"
+
+
+@dataclass
+class Check:
+    """One row of the table: what was checked, what was found and, when it failed, the fix."""
+
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""
+
+    def lines(self) -> list[str]:
+        rows = [f"{OK if self.ok else NOT_OK} {self.name:<10} {self.found}"]
+        return rows + ([f"  {'':<10} fix: {self.fix}"] if not self.ok and self.fix else [])
+
+
+# --- the cluster ----------------------------------------------------------------------------------
+
+
+def address_problem(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Why nothing can be reached at ``RAY_ADDRESS`` (None when something answers, or when it is unset/auto)."""
+    if not address or address == "auto":
+        return None
+    host_port = re.sub(r"^\w+://", "", address).rsplit("/", 1)[0]
+    host, _, port = host_port.rpartition(":")
+    if not host or not port.isdigit():
+        return f"RAY_ADDRESS={address!r} is not host:port (for example 127.0.0.1:6379)"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"nothing answers at RAY_ADDRESS={address} ({error.strerror or error})"
+
+
+def connect(timeout: float) -> dict[str, float]:
+    """``init_ray()``; attaching to a cluster has a time limit (one that accepts the connection but never answers)."""
+    from helpers.cluster import init_ray
+
+    logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
+    if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
+        return init_ray()
+    outcome: dict[str, object] = {}
+
+    def attempt() -> None:
+        try:
+            outcome["resources"] = init_ray()
+        except Exception as error:  # reported below, with the fix
+            outcome["error"] = error
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"Ray did not answer within {timeout:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["resources"]  # type: ignore[return-value]
+
+
+def alive_nodes() -> list[dict]:
+    import ray
+
+    return sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: not n.get("IsHeadNode", False))
+
+
+def node_label(node: dict, index: int) -> str:
+    return f"node {index + 1} ({node['NodeManagerAddress']}{', head' if node.get('IsHeadNode') else ''})"
+
+
+def on_node(function, node: dict, **options):
+    """``function`` as a Ray task pinned to ``node`` (no CPU needed unless asked: it runs next to busy workers)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+    return ray.remote(function).options(scheduling_strategy=strategy, **{"num_cpus": 0, **options})
+
+
+def gather(refs: list, timeout: float = TASK_TIMEOUT_S) -> list:
+    """The results of ``refs``; for a task that failed its error, for one not done within ``timeout`` a TimeoutError."""
+    import ray
+
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    results = []
+    for ref in refs:
+        if ref not in ready:
+            ray.cancel(ref, force=True)
+            results.append(TimeoutError(f"no answer within {timeout:.0f} s"))
+            continue
+        try:
+            results.append(ray.get(ref))
+        except Exception as error:  # a node without the course installed, for example
+            results.append(error)
+    return results
+
+
+def names_of(nodes: list[dict]) -> list[str]:
+    return [n["NodeID"] for n in nodes]
+
+
+# --- what each node reports (these run on the nodes) ---------------------------------------------------
+
+
+def versions_here() -> dict[str, str]:
+    """Python's and the pinned packages' versions in this process (no import of torch: metadata only)."""
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "missing"
+    try:
+        import helpers  # noqa: F401  (the course's own package: notebooks' workers import it)
+
+        found["helpers"] = "ok"
+    except ImportError:
+        found["helpers"] = "missing"
+    return found
+
+
+def torch_gpus() -> dict[str, object]:
+    """What torch sees in a task that Ray gave a GPU: CUDA available, how many devices, their names."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {
+        "cuda": bool(count),
+        "count": count,
+        "names": [torch.cuda.get_device_name(i) for i in range(count)],
+        "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "torch": torch.__version__,
+    }
+
+
+def write_marker(storage: str, folder: str, name: str) -> str:
+    """Write a small file named ``name`` into ``folder`` under ``storage``; '' when it worked, else why not."""
+    from helpers.config import filesystem
+
+    try:
+        fs, path = filesystem(storage)
+        fs.create_dir(f"{path}/{folder}", recursive=True)
+        with fs.open_output_stream(f"{path}/{folder}/{name}") as out:
+            out.write(name.encode())
+        return ""
+    except Exception as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+
+
+def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:
+    """Of the files ``names`` in ``folder`` under ``storage``, those this node cannot read back."""
+    from helpers.config import filesystem
+
+    fs, path = filesystem(storage)
+    missing = []
+    for name in names:
+        try:
+            with fs.open_input_stream(f"{path}/{folder}/{name}") as stream:
+                if stream.read() != name.encode():
+                    missing.append(name)
+        except Exception:
+            missing.append(name)
+    return missing
+
+
+def missing_paths(paths: list[str]) -> list[str]:
+    """Of the local ``paths``, those that do not exist on this node."""
+    return [p for p in paths if not Path(p).exists()]
+
+
+def node_report(storage: str, folder: str, name: str, local_paths: list[str]) -> dict[str, object]:
+    """What a node says alone: its versions, whether it could write to the storage, which local sources it lacks."""
+    return {
+        "versions": versions_here(),
+        "write": write_marker(storage, folder, name),
+        "missing": missing_paths(local_paths),
+    }
+
+
+def probe_seconds(steps: int = 5, batch_size: int = 64) -> float:
+    """Seconds for a few training steps of the small CIFAR-10 ViT on one CPU: the unit of the estimates."""
+    import torch
+
+    from helpers.vit import SMALL, VisionTransformer
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = VisionTransformer(SMALL)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    images, labels = torch.randn(batch_size, 3, 32, 32), torch.randint(0, 10, (batch_size,))
+    loss_of = torch.nn.CrossEntropyLoss()
+    start = None
+    for step in range(steps + 1):  # the first step warms up and is not counted
+        if step == 1:
+            start = time.perf_counter()
+        optimizer.zero_grad()
+        loss_of(model(images), labels).backward()
+        optimizer.step()
+    return time.perf_counter() - start
+
+
+# --- the checks ---------------------------------------------------------------------------------------
+
+
+def locked_versions(lock_text: str) -> dict[str, str]:
+    """``name -> version`` of the pinned packages in the lock file's text."""
+    pins = dict(re.findall(r"^([a-z0-9_.-]+)==([^\s;]+)", lock_text, re.MULTILINE))
+    return {name: pins[name] for name in PACKAGES if name in pins}
+
+
+def version_differences(found: dict[str, str], locked: dict[str, str], python: str) -> list[str]:
+    """What in ``found`` differs from the lock (a local tag like ``+cpu`` does not count) or the driver's Python."""
+    wrong = [
+        f"{name} {found.get(name)} (lock: {want})"
+        for name, want in locked.items()
+        if found.get(name, "").split("+")[0] != want
+    ]
+    if found.get("python") != python:
+        wrong.append(f"Python {found.get('python')} (driver: {python})")
+    if found.get("helpers") == "missing":
+        wrong.append("the course's package `helpers` is not installed")
+    return wrong
+
+
+def check_versions(nodes: list[dict], reports: list) -> Check:
+    locked = locked_versions(LOCK.read_text())
+    driver = versions_here()
+    problems = [f"driver: {w}" for w in version_differences(driver, locked, driver["python"])]
+    for index, (node, report) in enumerate(zip(nodes, reports, strict=True)):
+        if isinstance(report, Exception):
+            problems.append(f"{node_label(node, index)}: no answer ({report})")
+            continue
+        problems += [f"{node_label(node, index)}: {w}" for w in version_differences(report, locked, driver["python"])]
+    summary = f"Python {driver['python']}, " + ", ".join(f"{n} {driver[n]}" for n in PACKAGES)
+    if problems:
+        return Check(
+            "versions",
+            False,
+            "; ".join(problems),
+            "install the course the same way on every node: `make setup` in the repository (same commit, same lock)",
+        )
+    return Check("versions", True, f"{summary} on the driver and on {len(nodes)} node(s), as locked")
+
+
+def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
+    from helpers.config import get_budget
+    from helpers.resources import cluster_gpus, plan_resources
+
+    gib = 1024**3
+    per_node = []
+    for node in nodes:
+        has = node["Resources"]
+        per_node.append(
+            f"{has.get('CPU', 0):.0f} CPU/{has.get('GPU', 0):.0f} GPU/{has.get('memory', 0) / gib:.0f} GiB/"
+            f"store {has.get('object_store_memory', 0) / gib:.1f} GiB"
+        )
+    found = f"{len(nodes)} node(s): " + "; ".join(per_node)
+    plan = plan_resources(resources, get_budget(cluster_gpus(resources)))
+    cpus = int(resources.get("CPU", 0))
+    needed = plan.num_workers + 1  # every Ray Train worker holds a CPU; Ray Data needs one more to read
+    if cpus < needed:
+        return Check(
+            "resources",
+            False,
+            f"{found}: {cpus} CPU(s), fewer than the {needed} a notebook needs (Ray Data would wait forever)",
+            "give Ray more logical CPUs (`ray start --num-cpus=4`) or add a node",
+        )
+    return Check("resources", True, found)
+
+
+def check_gpus(nodes: list[dict], reports: dict[str, object]) -> Check:
+    with_gpus = [(i, n) for i, n in enumerate(nodes) if n["Resources"].get("GPU", 0)]
+    if not with_gpus:
+        return Check("gpus", True, "none in the cluster: the notebooks use the CPU budget and never ask for a GPU")
+    problems, seen = [], []
+    for index, node in with_gpus:
+        report = reports[node["NodeID"]]
+        label, ray_gpus = node_label(node, index), node["Resources"]["GPU"]
+        if isinstance(report, Exception):
+            problems.append(f"{label}: Ray lists {ray_gpus:.0f} GPU(s), but a task asking for one got {report}")
+        elif not report["cuda"]:
+            problems.append(
+                f"{label}: Ray lists {ray_gpus:.0f} GPU(s), but torch {report['torch']} sees no CUDA device"
+            )
+        else:
+            seen.append(f"{label}: {report['count']}x {report['names'][0]}")
+    if problems:
+        return Check(
+            "gpus",
+            False,
+            "; ".join(problems),
+            "start that node with the GPUs it really has (`ray start --num-gpus=0` on a CPU machine), "
+            "or install torch's CUDA build there (`make setup` on a machine with nvidia-smi)",
+        )
+    return Check("gpus", True, "torch sees them: " + "; ".join(seen))
+
+
+def check_storage(storage: str, nodes: list[dict], writes: list, reads: list) -> Check:
+    fix = (
+        "set COURSE_STORAGE_PATH to a folder every node shares (an NFS mount such as /mnt/cluster_storage) "
+        "or to a bucket (s3://bucket/prefix)"
+    )
+    problems = []
+    for index, (node, error) in enumerate(zip(nodes, writes, strict=True)):
+        if error:
+            problems.append(f"{node_label(node, index)} cannot write there ({error})")
+    labels = {n["NodeID"]: node_label(n, i) for i, n in enumerate(nodes)}
+    for index, (node, missing) in enumerate(zip(nodes, reads, strict=True)):
+        if isinstance(missing, Exception):
+            problems.append(f"{node_label(node, index)} cannot read there ({missing})")
+            continue
+        unseen = [labels[m] for m in missing if m != node["NodeID"] and not writes[list(labels).index(m)]]
+        if unseen:
+            problems.append(f"{node_label(node, index)} does not see what {', '.join(unseen)} wrote")
+    if problems:
+        return Check("storage", False, f"{storage}: " + "; ".join(problems), fix)
+    return Check("storage", True, f"{storage}: written by each of {len(nodes)} node(s), read back by every node")
+
+
+def local_sources(sources) -> list[str]:
+    """The local paths among the sources that exist here: every node must see them too (Ray reads them there)."""
+    from helpers.config import is_local
+
+    return [u for k, u in vars(sources).items() if k != "kind" and is_local(u) and Path(u).exists()]
+
+
+def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
+    from helpers import config
+
+    sources = config.get_sources()
+    checks = []
+    try:
+        config.require_data(sources)
+        found = f"{sources.kind}: everything is there"
+        local = local_sources(sources)
+        problems = []
+        for index, (node, missing) in enumerate(zip(nodes, missing_by_node, strict=True)):
+            if missing:
+                problems.append(f"{node_label(node, index)} lacks {', '.join(missing)}")
+        if problems:
+            checks.append(
+                Check(
+                    "sources",
+                    False,
+                    "; ".join(problems),
+                    "run `make data` on every node (or put data/ on a shared mount: COURSE_DATA_DIR)",
+                )
+            )
+        else:
+            checks.append(
+                Check("sources", True, found + (f", seen from every node ({len(local)} local)" if local else ""))
+            )
+    except FileNotFoundError as error:
+        fix = (
+            f"run `{config.BUILD_COMMAND}`" if sources.kind == "standin" else f"check the URI, or {config.SOURCES_ENV}"
+        )
+        checks.append(Check("sources", False, str(error).split(". ")[0], fix))
+    if sources.kind == "real":
+        checks.append(check_hub(sources.vit))
+    return checks
+
+
+def check_hub(model_id: str) -> Check:
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return Check(
+            "hub",
+            False,
+            "COURSE_SOURCES=real, but HF_HUB_OFFLINE=1: beans and the ViT cannot be downloaded",
+            "unset HF_HUB_OFFLINE (the Makefile sets it only for the stand-ins)",
+        )
+    url = f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}/api/models/{model_id}"
+    try:
+        with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S):
+            return Check("hub", True, f"{url} answers")
+    except OSError as error:
+        return Check(
+            "hub", False, f"{url}: {error}", "open the network to huggingface.co, or set HF_ENDPOINT to a mirror"
+        )
+
+
+def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Check]:
+    """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time."""
+    from helpers.config import get_budget
+    from helpers.resources import cluster_gpus, plan_resources
+
+    budget = get_budget(cluster_gpus(resources))
+    plan = plan_resources(resources, budget)
+    gpu = "1 GPU each" if plan.use_gpu else "CPU"
+    workers = f"{plan.num_workers} Ray Train worker(s) ({gpu})"
+    beans = f"beans {budget.beans_train_steps} steps of batch {budget.beans_batch_size}"
+    what = {
+        "01_local_finetune": f"one process, {beans}",
+        "02_ray_train_finetune": f"{workers}, {beans}",
+        "02b_fault_tolerance": f"{workers}, {beans}, one worker killed on purpose",
+        "03_ray_data": f"{workers}, dogs {budget.dogs_train_steps} steps; {plan.num_actors} inference actor(s)",
+        "04_cifar10_pytorch_to_ray": f"{workers}, ViT {budget.cifar_architecture}, {budget.cifar_epochs} epochs "
+        f"of {budget.cifar_train_size or 'all'} images",
+        "05_data_loading_playbook": f"{workers}, {budget.playbook_rows} rows, XGBoost and TensorFlow",
+    }
+    rows = []
+    for notebook, text in what.items():
+        if budget.kind == "cpu" and isinstance(probe, float):
+            minutes = REFERENCE_SECONDS[notebook] * probe / REFERENCE_PROBE_S / 60
+            text += f"; about {max(1, round(minutes))} min"
+        rows.append(Check(notebook.split("_")[0], True, text))
+    if budget.kind != "cpu":
+        rows.append(Check("estimate", True, "none for the gpu budget yet: time one `make run` on this cluster"))
+    elif isinstance(probe, Exception):
+        rows.append(Check("estimate", False, f"the probe task failed: {probe}", "see the versions and resources rows"))
+    else:
+        rows.append(
+            Check(
+                "estimate",
+                True,
+                f"a training probe took {probe:.2f} s on a worker node, {REFERENCE_PROBE_S:.2f} s on the reference "
+                f"machine (2 cores): its measured times scaled by {probe / REFERENCE_PROBE_S:.1f}",
+            )
+        )
+    return rows
+
+
+def run_checks() -> list[Check]:
+    from helpers import config
+
+    resources = connect(TASK_TIMEOUT_S)
+    nodes = alive_nodes()
+    storage = config.storage_path()
+    folder = f".doctor-{uuid.uuid4().hex[:8]}"
+    local = local_sources(config.get_sources())
+
+    # One task per node answers what it can alone; then every node reads what the others wrote. The GPU
+    # checks and the probe go alongside. Few tasks, so few new worker processes: each costs seconds.
+    gpu_nodes = [n for n in nodes if n["Resources"].get("GPU", 0)]
+    reports = gather([on_node(node_report, n).remote(storage, folder, n["NodeID"], local) for n in nodes])
+    names = [n["NodeID"] for n in nodes]
+    worker_node = nodes[-1]  # a worker node if there is one: where the notebooks' workers run
+    later = gather(
+        [on_node(unread_markers, n).remote(storage, folder, names) for n in nodes]
+        + [on_node(torch_gpus, n, num_gpus=1).remote() for n in gpu_nodes]
+        + [on_node(probe_seconds, worker_node, num_cpus=1).remote()]
+    )
+    reads, gpus, probe = (
+        later[: len(nodes)],
+        dict(zip(names_of(gpu_nodes), later[len(nodes) : -1], strict=True)),
+        later[-1],
+    )
+    try:  # the driver tidies up; on a cluster whose storage it cannot reach, there is nothing of its own to tidy
+        fs, path = config.filesystem(storage)
+        fs.delete_dir(f"{path}/{folder}")
+    except Exception:
+        pass
+    failed = [r if isinstance(r, Exception) else None for r in reports]
+    versions = [f or r["versions"] for f, r in zip(failed, reports, strict=True)]
+    writes = [str(f) if f else r["write"] for f, r in zip(failed, reports, strict=True)]
+    missing = [f or r["missing"] for f, r in zip(failed, reports, strict=True)]
+
+    checks = [check_versions(nodes, versions), check_resources(nodes, resources), check_gpus(nodes, gpus)]
+    checks.append(check_storage(storage, nodes, writes, reads))
+    checks += check_sources(nodes, missing)
+    return checks + plan_rows(resources, probe)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    address = os.environ.get("RAY_ADDRESS")
+    start = time.perf_counter()
+    print(f"make doctor: checking {'the cluster at ' + address if address else 'a local Ray on this machine'}")
+    problem = address_problem(address)
+    if problem:
+        fix = (
+            "start the cluster (`scripts/with-ray-cluster.sh start`), correct RAY_ADDRESS, or unset it for a local Ray"
+        )
+        print("\n".join(Check("cluster", False, problem, fix).lines()))
+        return 2
+    try:
+        checks = run_checks()
+    except Exception as error:
+        print(f"{NOT_OK} {'cluster':<10} cannot connect: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        print(f"  {'':<10} fix: check RAY_ADDRESS and the token (RAY_AUTH_TOKEN_PATH), or unset it for a local Ray")
+        return 2
+    for check in checks:
+        print("\n".join(check.lines()))
+    blockers = [c for c in checks if not c.ok]
+    verdict = f"{len(blockers)} blocker(s): fix them before the workshop" if blockers else "ready"
+    print(f"{verdict} ({time.perf_counter() - start:.0f} s)")
+    return 1 if blockers else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
