@@ -29,7 +29,7 @@ endif
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run test check doctor lab lint lock clean sources
+.PHONY: help setup hooks data run solutions test check doctor lab lint lock clean sources
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -68,6 +68,9 @@ data: setup ## build the offline stand-in data and model in data/ (about 2 minut
 
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies
 	$(CLUSTER) $(BIN)/python scripts/run_course.py
+
+solutions: data ## run the exercises' solutions (solutions/) on the local cluster: every check must pass
+	$(CLUSTER) $(BIN)/python scripts/run_course.py solutions/*.ipynb --executed results/executed-solutions
 
 test: data ## everything: lint, format, unit tests, the local cluster, every notebook (MARK=cluster: one group)
 	$(BIN)/ruff check .

@@ -24,6 +24,7 @@ measure        tools to measure data pipelines: a tally actor, shuffledness, sta
 results        each notebook's headline figure, checked against its floor, for `make run`'s table
 plots          image grids, training curves, confusion matrices
 display        showing a helper's source, and small metric tables, in a notebook
+exercises      the checks of the "Your turn" exercises: a verdict with a hint, never an exception
 =============  ==========================================================================================
 
 Words used one way everywhere: *sources* (where data and the pretrained model come from), *budget*

@@ -58,7 +58,7 @@ def main() -> None:
         initialize_head=True,
         head_node_args={
             **node,
-            "num_gpus": None,  # the GPUs this machine has (none here); both nodes would report the same ones
+            "num_gpus": None,  # the GPUs this machine has; the worker node claims none: they would count twice
             "gcs_server_port": args.port,
             "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
             "dashboard_host": "127.0.0.1",
@@ -66,9 +66,8 @@ def main() -> None:
         },
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
     )
-    cluster.add_node(
-        **node, num_gpus=args.worker_gpus
-    )  # no log monitor on the second node: worker lines reach the driver once
+    # No log monitor on the second node: a line a worker prints reaches the driver once.
+    cluster.add_node(**node, num_gpus=args.worker_gpus)
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     resources = ray.cluster_resources()

@@ -1,0 +1,176 @@
+"""The exercises' checks: "not done yet" for an untouched exercise, a specific message for a typical wrong answer
+(never an exception), and done for a right one. The solutions notebooks themselves run in test_solutions.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ray.train import ScalingConfig
+
+from helpers import exercises
+from helpers.models import standin_processor
+
+
+@pytest.fixture(autouse=True)
+def results_here(tmp_path, monkeypatch):
+    monkeypatch.setattr(exercises, "RESULTS_DIR", tmp_path)
+
+
+def todo(*args, **kwargs):
+    raise NotImplementedError
+
+
+def expect(verdict: exercises.Verdict, state: str, *phrases: str) -> None:
+    assert verdict.state == state, verdict
+    for phrase in phrases:
+        assert phrase in verdict.message, verdict
+
+
+def test_an_untouched_exercise_is_not_done_yet_and_is_recorded(capsys, tmp_path):
+    verdict = exercises.check_freeze_backbone(todo)
+    expect(verdict, exercises.NOT_DONE, "replace `raise NotImplementedError`")
+    assert "… exercise 01.1: replace" in capsys.readouterr().out
+    assert exercises.read("01", tmp_path)["01.1"]["state"] == exercises.NOT_DONE
+
+
+def test_code_that_raises_is_a_finding_not_a_crash():
+    expect(exercises.check_best_evaluation(lambda history: history["nope"]), exercises.WRONG, "it raised KeyError")
+
+
+def test_freeze_backbone():
+    def freeze_everything(model):
+        for p in model.parameters():
+            p.requires_grad = False
+
+    def freeze_the_embeddings_only(model):
+        for p in model.vit.embeddings.parameters():
+            p.requires_grad = False
+
+    expect(exercises.check_freeze_backbone(freeze_everything), exercises.WRONG, "no parameter trains any more")
+    expect(exercises.check_freeze_backbone(freeze_the_embeddings_only), exercises.WRONG, "backbone parameters still")
+
+    def right(model):
+        for p in model.vit.parameters():
+            p.requires_grad = False
+
+    expect(exercises.check_freeze_backbone(right), exercises.DONE, "only the head trains")
+
+
+def test_model_inputs():
+    processor = standin_processor()
+
+    def unresized(images, processor):
+        return {"pixel_values": torch.stack([torch.zeros(3, 80, 80) for _ in images])}
+
+    expect(
+        exercises.check_model_inputs(unresized, processor),
+        exercises.WRONG,
+        "shape (4, 3, 80, 80)",
+        "expects (4, 3, 64, 64)",
+        "processor",
+    )
+    expect(exercises.check_model_inputs(lambda i, p: p(i), processor), exercises.WRONG, "return_tensors")
+    expect(exercises.check_model_inputs(lambda i, p: p(i, return_tensors="pt"), processor), exercises.DONE)
+
+
+def test_best_evaluation():
+    expect(
+        exercises.check_best_evaluation(lambda h: (int(h["step"].iloc[-1]), float(h["eval_accuracy"].iloc[-1]))),
+        exercises.WRONG,
+        "you returned the last evaluation",
+    )
+    expect(
+        exercises.check_best_evaluation(lambda h: (int(h["step"].iloc[h["eval_loss"].idxmin() + 1]), 0.89)),
+        exercises.WRONG,
+        "not the row with the highest `eval_accuracy`",
+    )
+    best = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(exercises.check_best_evaluation(best), exercises.DONE)
+
+
+def test_scaling():
+    def same_batch_everywhere(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers), global_batch
+
+    def always_gpu(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu=True), global_batch // workers
+
+    expect(exercises.check_scaling(same_batch_everywhere), exercises.WRONG, "divided by the number of workers")
+    expect(exercises.check_scaling(always_gpu), exercises.WRONG, "never ask Ray for one it lacks")
+
+    def right(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
+
+    expect(exercises.check_scaling(right), exercises.DONE)
+
+
+def test_mirror_half():
+    def upside_down(batch):
+        batch["image"][::2] = batch["image"][::2, ::-1]
+        return batch
+
+    def all_of_them(batch):
+        batch["image"] = batch["image"][:, :, ::-1]
+        return batch
+
+    def half(batch):
+        batch["image"][::2] = batch["image"][::2, :, ::-1]
+        return batch
+
+    expect(exercises.check_mirror_half(upside_down), exercises.WRONG, "upside down", "width axis")
+    expect(exercises.check_mirror_half(all_of_them), exercises.WRONG, "100% of the images")
+    expect(exercises.check_mirror_half(half), exercises.DONE, "50% of 64 images")
+
+
+def test_normalize_batch():
+    def channels_last(batch):
+        return {"image": batch["image"].astype(np.float32) / 127.5 - 1, "label": batch["label"]}
+
+    def unscaled(batch):
+        return {"image": batch["image"].astype(np.float32).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    def right(batch):
+        return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    expect(exercises.check_normalize_batch(channels_last), exercises.WRONG, "channels first")
+    expect(exercises.check_normalize_batch(unscaled), exercises.WRONG, "from -1 to 1")
+    expect(exercises.check_normalize_batch(right), exercises.DONE)
+
+
+def test_schedule():
+    def too_short(optimizer, total_steps):
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=10 * total_steps)
+
+    expect(exercises.check_schedule(lambda o, n: "cosine"), exercises.WRONG, "return a scheduler")
+    expect(exercises.check_schedule(too_short), exercises.WRONG, "cover all `total_steps`")
+    right = lambda o, n: torch.optim.lr_scheduler.LinearLR(o, 1.0, 0.0, total_iters=n)  # noqa: E731
+    expect(exercises.check_schedule(right), exercises.DONE)
+
+
+@pytest.mark.cluster
+def test_the_ray_data_checks():
+    """03.1, 05.1 and 05.2 run Ray Data: on the test cluster, or a local Ray."""
+    import ray
+    import ray.data
+
+    from helpers import config
+    from helpers.cluster import configure_ray_data, init_ray
+    from helpers.ingest import class_folders, keep_rgb
+
+    init_ray()
+    configure_ray_data()
+    folders = class_folders(config.get_sources().imagenette, "train")
+    dropped = lambda f: ray.data.read_images(f, include_paths=True).map_batches(keep_rgb)  # noqa: E731  (the lesson)
+    expect(exercises.check_read_rgb(dropped, folders), exercises.WRONG, "none should be dropped")
+    rgb = lambda f: ray.data.read_images(f, include_paths=True, mode="RGB")  # noqa: E731
+    expect(exercises.check_read_rgb(rgb, folders), exercises.DONE, "every one with 3 channels")
+
+    in_order = lambda ds, epoch: ds.to_pandas()["id"].to_numpy()  # noqa: E731
+    same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
+    expect(exercises.check_epoch_order(in_order), exercises.WRONG, "nothing was shuffled")
+    expect(exercises.check_epoch_order(same_seed), exercises.WRONG, "epochs 0 and 1 give the same order")
+
+    expect(exercises.check_cached(lambda ds: ds), exercises.WRONG, "a lazy dataset reruns every step")
+    expect(exercises.check_cached(lambda ds: ds.materialize()), exercises.DONE)
+    ray.shutdown()

@@ -1,0 +1,48 @@
+"""The exercises: every lesson ends with two or three, and solutions/ solves them all, checked by the same checks."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from executed import NOTEBOOKS, ROOT, run_course
+
+from helpers import config, exercises
+
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+LESSONS = [path for path in NOTEBOOKS if (ROOT / "solutions" / path.name).exists()]
+EXECUTED = config.RESULTS_DIR / "executed-solutions"
+
+
+def checks(path: Path) -> list[str]:
+    """The exercise checks a notebook calls (``exercises.check_...``), in order."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+                found += [name] if name.startswith("exercises.check_") else []
+    return found
+
+
+def test_every_lesson_but_02b_ends_with_two_or_three_exercises_and_has_its_solutions():
+    assert [p.stem for p in LESSONS] == [p.stem for p in NOTEBOOKS if p.stem != "02b_fault_tolerance"]
+    assert [p.name for p in SOLUTIONS] == [p.name for p in LESSONS]
+    for lesson in LESSONS:
+        assert 2 <= len(checks(lesson)) <= 3, lesson.name
+        assert checks(ROOT / "solutions" / lesson.name) == checks(lesson), f"{lesson.name}: the same checks, in order"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_the_solutions_pass_every_check(path: Path):
+    number = path.stem.split("_")[0]
+    exercises.exercises_path(f"{number}.0").unlink(missing_ok=True)  # a lesson's "not done yet" verdicts
+    outcome = run_course.execute(path, EXECUTED, cell_timeout=600)
+    assert outcome.ok, f"{path.name}: {outcome.status}"
+    verdicts = exercises.read(number)
+    assert len(verdicts) == len(checks(path)), verdicts
+    wrong = {k: v["message"] for k, v in verdicts.items() if v["state"] != exercises.DONE}
+    assert not wrong, wrong
