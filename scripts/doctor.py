@@ -36,15 +36,16 @@ LOCK = ROOT / "requirements" / "lock.txt"
 PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
 TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
 CONNECT_TIMEOUT_S = 5
-# What `make run` took per notebook with the cpu budget on the reference machine (2 cores, the local 2-node
-# cluster), and what the probe below took there: an estimate scales the first by the probe's ratio.
+# What each notebook took with the cpu budget on the reference machine (2 cores, the local 2-node cluster; the cell
+# times of a fresh clone's `make test`, 2026-11-22), and what the probe below took there: an estimate scales the first
+# by the probe's ratio.
 REFERENCE_SECONDS = {
-    "01_local_finetune": 94,
-    "02_ray_train_finetune": 178,
-    "02b_fault_tolerance": 181,
-    "03_ray_data": 356,
-    "04_cifar10_pytorch_to_ray": 304,
-    "05_data_loading_playbook": 432,
+    "01_local_finetune": 69,
+    "02_ray_train_finetune": 110,
+    "02b_fault_tolerance": 104,
+    "03_ray_data": 184,
+    "04_cifar10_pytorch_to_ray": 227,
+    "05_data_loading_playbook": 263,
 }
 REFERENCE_PROBE_S = 2.0  # seconds, the median of a few runs there
 OK, NOT_OK = "✓", "✗"
