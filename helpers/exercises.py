@@ -212,11 +212,13 @@ def check_read_rgb(read_rgb: Callable[[list[str]], Any], folders: list[str]) -> 
     """03.1: ``read_rgb(folders)`` reads every image of ``folders``, grayscale ones converted to 3 channels."""
     import ray.data
 
+    from helpers.ingest import add_shapes  # the lesson's own count of channels
+
     def run() -> str:
         ds = attempt(read_rgb, folders)
         assert isinstance(ds, ray.data.Dataset), f"it returned a {type(ds).__name__}: return the Dataset itself"
         files = ray.data.read_binary_files(folders).count()
-        channels = ds.map_batches(_channels, batch_format="numpy").to_pandas()["channels"]
+        channels = ds.map_batches(add_shapes, batch_format="numpy").to_pandas()["channels"]
         assert len(channels) == files, (
             f"{len(channels)} images of the {files} files: none should be dropped this time, convert them instead"
         )
@@ -225,10 +227,6 @@ def check_read_rgb(read_rgb: Callable[[list[str]], Any], folders: list[str]) -> 
         return f"all {files} images, every one with 3 channels (the lesson dropped the grayscale ones)"
 
     return _check("03.1", run)
-
-
-def _channels(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {"channels": np.array([image.shape[-1] if image.ndim == 3 else 1 for image in batch["image"]])}
 
 
 def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:

@@ -355,11 +355,12 @@ def check_storage(storage: str, nodes: list[dict], writes: list, reads: list) ->
         if error:
             problems.append(f"{node_label(node, index)} cannot write there ({error})")
     labels = {n["NodeID"]: node_label(n, i) for i, n in enumerate(nodes)}
+    written = {n["NodeID"] for n, error in zip(nodes, writes, strict=True) if not error}
     for index, (node, missing) in enumerate(zip(nodes, reads, strict=True)):
         if isinstance(missing, Exception):
             problems.append(f"{node_label(node, index)} cannot read there ({missing})")
             continue
-        unseen = [labels[m] for m in missing if m != node["NodeID"] and not writes[list(labels).index(m)]]
+        unseen = [labels[m] for m in missing if m in written and m != node["NodeID"]]
         if unseen:
             problems.append(f"{node_label(node, index)} does not see what {', '.join(unseen)} wrote")
     if problems:
@@ -385,7 +386,9 @@ def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
         local = local_sources(sources)
         problems = []
         for index, (node, missing) in enumerate(zip(nodes, missing_by_node, strict=True)):
-            if missing:
+            if isinstance(missing, Exception):  # the node could not run the course's task: see the versions row
+                problems.append(f"{node_label(node, index)}: no answer ({missing})")
+            elif missing:
                 problems.append(f"{node_label(node, index)} lacks {', '.join(missing)}")
         if problems:
             checks.append(
@@ -482,7 +485,7 @@ def run_checks() -> list[Check]:
     # checks and the probe go alongside. Few tasks, so few new worker processes: each costs seconds.
     gpu_nodes = [n for n in nodes if n["Resources"].get("GPU", 0)]
     reports = gather([on_node(node_report, n).remote(storage, folder, n["NodeID"], local) for n in nodes])
-    names = [n["NodeID"] for n in nodes]
+    names = names_of(nodes)
     worker_node = nodes[-1]  # a worker node if there is one: where the notebooks' workers run
     later = gather(
         [on_node(unread_markers, n).remote(storage, folder, names) for n in nodes]

@@ -146,3 +146,9 @@ def test_a_node_that_claims_a_gpu_torch_cannot_see_is_a_blocker() -> None:
     found = marks(result.stdout)
     assert found["gpus"] == doctor.NOT_OK, result.stdout
     assert "Ray lists 1 GPU(s), but torch" in result.stdout and "--num-gpus=0" in result.stdout
+
+
+def test_a_node_that_cannot_answer_is_named_in_the_sources_row_too(monkeypatch):
+    monkeypatch.setenv("COURSE_SOURCES", "standin")
+    (check,) = doctor.check_sources(NODES, [[], RuntimeError("ModuleNotFoundError: helpers")])
+    assert not check.ok and "node 2 (127.0.0.1): no answer (ModuleNotFoundError: helpers)" in check.found
