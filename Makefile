@@ -29,7 +29,7 @@ endif
 export TOKENIZERS_PARALLELISM := false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run solutions test check doctor lab lint lock clean sources
+.PHONY: help setup hooks data run solutions test check doctor bench lab lint lock clean sources
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -84,6 +84,10 @@ check: data ## the fast loop, under 2 min: lint, format (notebooks too), unit te
 
 doctor: setup ## pre-flight of the cluster in RAY_ADDRESS (else a local Ray): versions, GPUs, storage, sources, plans
 	$(BIN)/python scripts/doctor.py
+
+# RAY_ADDRESS set: that cluster; else the local 2-node one, started and stopped around the run.
+bench: data ## measure ingest, training and batch inference side by side (QUICK=1: a small run); results/bench/
+	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
 
 lab: data ## JupyterLab on the course, on 127.0.0.1 with its token (notebooks start their own local Ray)
 	@flags="--ip=$(strip $(LAB_IP)) --port=$(strip $(LAB_PORT))"; if [ "$$(id -u)" = 0 ]; then \

@@ -21,6 +21,7 @@ metrics        accuracy with ``evaluate``, and checks that a split is not empty
 resources      hardware: a GPU in this process, precision, and the plan of workers and actors
 cluster        connecting to Ray (loopback on this machine, quiet workers) and Ray Data's settings
 measure        tools to measure data pipelines: a tally actor, shuffledness, stand-in work, timestamps
+benchmark      ``make bench``'s measurements: timed epochs and runs of ingest, training, batch inference
 results        each notebook's headline figure, checked against its floor, for `make run`'s table
 plots          image grids, training curves, confusion matrices
 display        showing a helper's source, and small metric tables, in a notebook

@@ -65,15 +65,22 @@ def shapes_arrays(split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
+CIFAR10_PART_ROWS = 1000  # rows per parquet file: a read that needs 4,000 rows opens 4 files, not the whole split
+
+
 def build_cifar10(root: Path) -> None:
-    """CIFAR-10-like parquet files ``root/<split>/data.parquet`` with ``image`` and ``label`` columns."""
+    """CIFAR-10-like parquet files ``root/<split>/part-NNNNN.parquet`` with ``image`` and ``label`` columns.
+
+    Split in parts like the real data set's bucket: Ray Data reads the parts in parallel and stops at a
+    ``limit`` (notebook 04's stream reads only the images it trains on, every epoch)."""
     from ray.data.extensions import ArrowTensorArray  # the tensor column type Ray Data reads back
 
     for split, n in synthetic.CIFAR10_SPLITS.items():
-        images, labels = shapes_arrays(split, n)
+        images, labels = shapes_arrays(split, n)  # balanced in every part: label = row number mod 10
         (root / split).mkdir(parents=True, exist_ok=True)
         table = pa.table({"image": ArrowTensorArray.from_numpy(images), "label": pa.array(labels, pa.int64())})
-        pq.write_table(table, root / split / "data.parquet")
+        for part, start in enumerate(range(0, n, CIFAR10_PART_ROWS)):
+            pq.write_table(table.slice(start, CIFAR10_PART_ROWS), root / split / f"part-{part:05d}.parquet")
 
 
 def build_vit(root: Path, epochs: int = 3) -> None:

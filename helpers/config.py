@@ -77,6 +77,7 @@ class Budget:
     cifar_epochs: int
     cifar_batch_size: int  # global
     cifar_learning_rate: float
+    cifar_shuffle_buffer: int  # rows of Ray Data's local shuffle buffer, per worker (iter_torch_batches)
     # notebook 05: the data-loading playbook's small models
     playbook_rows: int  # CIFAR-10 rows read by the playbook's examples
     playbook_epochs: int
@@ -133,6 +134,7 @@ _CPU = Budget(
     cifar_epochs=2,
     cifar_batch_size=64,
     cifar_learning_rate=1e-3,
+    cifar_shuffle_buffer=1000,
     playbook_rows=2000,
     playbook_epochs=2,
     playbook_batch_size=64,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -30,14 +31,19 @@ def train_epoch(
     device: torch.device,
     desc: str = "train",
     progress: bool = True,
+    autocast: torch.dtype | None = None,
 ) -> float:
-    """One pass over ``batches`` of (images, labels); returns the mean training loss."""
+    """One pass over ``batches`` of (images, labels); returns the mean training loss.
+
+    ``autocast=torch.bfloat16`` runs the forward pass in bf16 mixed precision (the weights stay fp32).
+    """
     model.train()
     loss_fn = nn.CrossEntropyLoss()
     total, count = 0.0, 0
     for images, labels in tqdm(batches, desc=desc, leave=False, disable=not progress):
         images, labels = images.to(device), labels.to(device)
-        loss = loss_fn(model(images), labels)
+        with torch.autocast(device.type, dtype=autocast) if autocast else contextlib.nullcontext():
+            loss = loss_fn(model(images), labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

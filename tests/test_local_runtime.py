@@ -34,3 +34,21 @@ def test_a_notebooks_own_local_runtime_listens_on_loopback_only():
     result = subprocess.run([sys.executable, "-c", LOCAL_RUNTIME], capture_output=True, text=True, timeout=180, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "WIDE []" in result.stdout, result.stdout
+
+
+def test_ray_data_uses_this_machines_cores_only_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray.data
+
+    from helpers.cluster import LOCAL_DATA_CPUS, configure_ray_data
+
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.resource_limits
+    try:
+        monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
+        limit = configure_ray_data().execution_options.resource_limits.cpu
+        assert limit == max(LOCAL_DATA_CPUS, os.cpu_count() or 1)
+        context.execution_options.resource_limits = saved
+        monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")  # a real cluster: Ray Data sizes itself
+        assert configure_ray_data().execution_options.resource_limits.cpu == saved.cpu
+    finally:
+        context.execution_options.resource_limits = saved

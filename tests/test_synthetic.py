@@ -76,6 +76,8 @@ def test_built_cifar10_parquet_has_image_and_label_columns():
 
     root = config.require_local(config.DATA_DIR / config.STANDIN_CIFAR10, "cifar10")
     for split, n in synthetic.CIFAR10_SPLITS.items():
-        table = pq.read_table(root / split / "data.parquet")
+        table = pq.read_table(root / split)
         assert table.column_names == ["image", "label"] and table.num_rows == n
+        parts = sorted((root / split).glob("*.parquet"))
+        assert len(parts) == n // build.CIFAR10_PART_ROWS, "in parts, so that a read can stop at a limit"
         assert sorted(set(table.column("label").to_pylist())) == list(range(10))

@@ -1,0 +1,339 @@
+"""`make bench`: how fast the course's data paths, training and batch inference are on this cluster.
+
+    make bench                                   # the local 2-node cluster (or the one in RAY_ADDRESS)
+    make bench QUICK=1                           # a small run: every figure once, not their spread
+
+Side by side in one run, with notebook 04's model, images, batch size and workers (its budget):
+
+* ingest alone: images per second handed to a consumer that does nothing, from a DataLoader over
+  preloaded arrays, from Ray Data over a materialized dataset, and from a streaming dataset that reads and
+  normalises every epoch;
+* training: the same model trained by the same Ray Train workers from each of the three, the time to the
+  first batch and the steady images per second (on GPUs: in fp32 with TF32 and in bf16, next to the
+  seeds' T4 figure);
+* batch inference: an actor pool (``map_batches``) against a loop written by hand in one process.
+
+The first epoch or run of each side is its warm-up, reported apart; every steady figure is the median
+of the repetitions after it (min and max beside it). Writes results/bench/: bench.json (every figure and
+the machine), bench.md (the table) and bench.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pyarrow.dataset
+import ray
+import ray.data
+import torch
+from ray.train import ScalingConfig
+from ray.train.torch import TorchTrainer
+
+from helpers import benchmark, config
+from helpers.cifar import loaders
+from helpers.cluster import configure_ray_data, init_ray
+from helpers.resources import cluster_gpus, plan_resources
+from helpers.train import per_worker, run_config
+from helpers.vit import architecture_named, count_parameters
+
+OUT = config.RESULTS_DIR / "bench"
+SEEDS_T4_EPOCH_S = 130.0  # the seeds' tutorial: 2 min 10 s per CIFAR-10 epoch on one T4, its 14.3 M-parameter ViT
+CIFAR10_TRAIN_IMAGES = 50_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every side of the bench runs with."""
+
+    architecture: str
+    images: int  # training images per epoch (all workers together)
+    batch_size: int  # per worker, per consumer, per inference batch
+    num_workers: int  # Ray Train workers, and actors of the inference pool
+    use_gpu: bool
+    repeats: int  # measured epochs (or runs) after the warm-up
+    inference_images: int
+    precisions: tuple[str, ...]
+    shuffle_buffer: int  # rows of Ray Data's local shuffle buffer (0: no shuffle)
+
+
+def settings_for(budget: config.Budget, plan, available_images: int, quick: bool) -> Settings:
+    """Notebook 04's knobs from the budget; ``quick`` keeps them but shrinks the work."""
+    images = min(budget.cifar_train_size or available_images, available_images)
+    settings = Settings(
+        architecture=budget.cifar_architecture,
+        images=images,
+        batch_size=per_worker(budget.cifar_batch_size, plan.num_workers),
+        num_workers=plan.num_workers,
+        use_gpu=plan.use_gpu,
+        repeats=3,
+        inference_images=images,
+        precisions=("fp32", "bf16") if plan.use_gpu else ("fp32",),
+        shuffle_buffer=budget.cifar_shuffle_buffer,
+    )
+    if quick:  # bf16 is as fast as fp32 only on GPUs: a CPU spends 10 times longer
+        settings = replace(settings, images=256, inference_images=512, repeats=1)
+    return settings
+
+
+def measure_ingest(uri: str, settings: Settings) -> dict[str, dict]:
+    """Ingest alone, in this process: each data path handing batches to a consumer that does nothing."""
+    epochs = settings.repeats + 1
+    size, buffer = settings.batch_size, settings.shuffle_buffer
+    start = time.perf_counter()
+    loader, _ = loaders(uri, size, settings.images, 1)
+    figures = {"preloaded": {"setup_s": time.perf_counter() - start}}
+    figures["preloaded"] |= benchmark.summary(benchmark.timed_epochs(lambda epoch: loader, benchmark.discard, epochs))
+    start = time.perf_counter()
+    datasets = benchmark.ray_datasets(uri, settings.images)  # materializes what is materialized
+    setup_s = time.perf_counter() - start
+    for path, dataset in datasets.items():
+        runs = benchmark.timed_epochs(
+            lambda epoch, dataset=dataset: benchmark.ray_batches(dataset, size, buffer, epoch),
+            benchmark.discard,
+            epochs,
+        )
+        figures[path] = {"setup_s": setup_s if path != "streaming" else 0.0} | benchmark.summary(runs)
+    return figures
+
+
+def measure_training(uri: str, settings: Settings) -> dict:
+    """Every data path trained by the same Ray Train workers, one after the other, in one fit."""
+    loop_config = {
+        "uri": uri,
+        "images": settings.images,
+        "batch_size": settings.batch_size,
+        "architecture": asdict(architecture_named(settings.architecture)),
+        "precisions": list(settings.precisions),
+        "epochs": settings.repeats + 1,
+        "shuffle_buffer": settings.shuffle_buffer,
+        "data_paths": list(benchmark.DATA_PATHS),
+    }
+    fit_start = time.time()
+    result = TorchTrainer(
+        benchmark.train_data_paths,
+        train_loop_config=loop_config,
+        datasets=benchmark.ray_datasets(uri, settings.images),
+        scaling_config=ScalingConfig(num_workers=settings.num_workers, use_gpu=settings.use_gpu),
+        run_config=run_config("bench"),
+    ).fit()
+    fit_s = time.time() - fit_start
+    measured = benchmark.measured_in(result.checkpoint)
+    figures = {}
+    for key, run in measured.items():
+        if key in ("ray_data_stats", "started"):
+            continue
+        epochs = [benchmark.Epoch(**epoch) for epoch in run["epochs"]]
+        figures[key] = benchmark.summary(epochs, workers=settings.num_workers) | {
+            "first_batch_s": run["setup_s"] + epochs[0].first_batch_s,
+        }
+    return {
+        "fit_s": fit_s,
+        "startup_s": measured["started"] - fit_start,
+        "paths": figures,
+        "ray_data_stats": measured.get("ray_data_stats", {}),
+    }
+
+
+def measure_inference(uri: str, settings: Settings, plan) -> dict[str, dict]:
+    """Batch inference on the same images: a hand loop in one process (a task with the pool's CPUs, or one
+    GPU) against ``map_batches`` on a pool of ``num_workers`` actors."""
+    arch = asdict(architecture_named(settings.architecture))
+    runs = settings.repeats + 1
+    loop_task = ray.remote(benchmark.hand_loop_runs).options(
+        num_cpus=settings.num_workers, num_gpus=1 if settings.use_gpu else 0
+    )
+    loop = ray.get(loop_task.remote(uri, settings.inference_images, arch, settings.batch_size, runs))
+
+    def pool_run():
+        images = ray.data.read_parquet(f"{uri}/train").limit(settings.inference_images)
+        predictions = images.map_batches(benchmark.normalize_batch).map_batches(
+            benchmark.Classifier,
+            fn_constructor_kwargs={"architecture": arch},
+            batch_size=settings.batch_size,
+            compute=ray.data.ActorPoolStrategy(size=settings.num_workers),
+            num_gpus=plan.gpus_per_actor if settings.use_gpu else 0,
+        )
+        for batch in predictions.iter_batches(batch_size=None):
+            yield batch["done_at"]
+
+    pool = benchmark.timed_runs(pool_run, runs)
+    return {"hand loop": benchmark.run_summary(loop), "actor pool": benchmark.run_summary(pool)}
+
+
+def machine(resources: dict[str, float]) -> dict:
+    """Where the bench ran: this machine, the cluster's resources, the versions that matter."""
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": __import__("os").cpu_count(),
+        "driver_gpus": gpus,
+        "cluster": {name: value for name, value in resources.items() if "node:" not in name},
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+    }
+
+
+def ratios(figures: dict[str, dict], reference: str) -> dict[str, float]:
+    """Each side's steady images per second as a fraction of ``reference``'s, all from this run."""
+    base = figures[reference]["images_per_s"]
+    return {side: values["images_per_s"] / base for side, values in figures.items()}
+
+
+def gpu_figures(training: dict, settings: Settings) -> dict[str, dict]:
+    """On GPUs: seconds per full CIFAR-10 epoch and images per second per GPU, next to the seeds' T4."""
+    out = {
+        "seeds T4 (fp32)": {
+            "epoch_s": SEEDS_T4_EPOCH_S,
+            "images_per_s_per_gpu": CIFAR10_TRAIN_IMAGES / SEEDS_T4_EPOCH_S,
+        }
+    }
+    for precision in settings.precisions:
+        rate = training["paths"][f"preloaded/{precision}"]["images_per_s"]
+        out[f"{settings.num_workers} GPU(s), {precision}"] = {
+            "epoch_s": CIFAR10_TRAIN_IMAGES / rate,
+            "images_per_s_per_gpu": rate / settings.num_workers,
+        }
+    return out
+
+
+def rows(report: dict) -> list[tuple[str, str, float, float, float, float, float]]:
+    """(part, side, start-up s, images/s, min, max, ratio) for every figure of the report."""
+    out = []
+    ingest_ratio = ratios(report["ingest"], "preloaded")
+    for side, fig in report["ingest"].items():
+        out.append(("ingest", side, fig["first_batch_s"] + fig["setup_s"], *_rate(fig), ingest_ratio[side]))
+    for precision in report["settings"]["precisions"]:
+        paths = {path: report["training"]["paths"][f"{path}/{precision}"] for path in benchmark.DATA_PATHS}
+        train_ratio = ratios(paths, "preloaded")
+        for side, fig in paths.items():
+            out.append((f"training {precision}", side, fig["first_batch_s"], *_rate(fig), train_ratio[side]))
+    inference_ratio = ratios(report["inference"], "hand loop")
+    for side, fig in report["inference"].items():
+        out.append(("batch inference", side, fig["startup_s"], *_rate(fig), inference_ratio[side]))
+    return out
+
+
+def _rate(figure: dict) -> tuple[float, float, float]:
+    return figure["images_per_s"], figure["images_per_s_min"], figure["images_per_s_max"]
+
+
+def markdown(report: dict) -> str:
+    """The report as a markdown table, with what it ran on and the warm-ups."""
+    s, m = report["settings"], report["machine"]
+    lines = [
+        f"`make bench{' QUICK=1' if report['quick'] else ''}` on {m['host']} ({m['platform']}, {m['cpu_count']} CPUs; "
+        f"cluster {m['cluster'].get('CPU', 0):g} CPUs, {m['cluster'].get('GPU', 0):g} GPUs), {report['date']}.",
+        f"{s['architecture']} ViT ({report['parameters'] / 1e6:.2f} M parameters), {s['images']} images, batch "
+        f"{s['batch_size']} per worker, {s['num_workers']} workers/actors, median of {s['repeats']} after a warm-up.",
+        "",
+        "| part | side | first batch (s) | images/s (median) | min–max | ratio |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for part, side, first, rate, low, high, ratio in rows(report):
+        lines.append(f"| {part} | {side} | {first:.1f} | {rate:,.0f} | {low:,.0f}–{high:,.0f} | {ratio:.2f} |")
+    t = report["training"]
+    lines += [
+        "",
+        f"Training: one fit of {t['fit_s']:.0f} s for all sides; Ray Train's start-up (fit to the workers' first "
+        f"line) {t['startup_s']:.1f} s, paid once, in no figure above. First batch: from the side's set-up (load, "
+        "or the shard) to its first batch. Ratios: to preloaded (ingest, training), to the hand loop (inference).",
+    ]
+    crossover = report["inference_crossover_images"]
+    lines.append(
+        "Batch inference: the pool overtakes the hand loop after "
+        + (
+            f"about {crossover:,.0f} images."
+            if crossover
+            else "no number of images at this size (its steady rate is not higher)."
+        )
+    )
+    if report.get("gpu"):
+        lines += ["", "| GPU run | s per 50,000-image epoch | images/s per GPU |", "|---|---:|---:|"]
+        for name, fig in report["gpu"].items():
+            lines.append(f"| {name} | {fig['epoch_s']:.1f} | {fig['images_per_s_per_gpu']:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    """One figure: steady images per second of every side, grouped by part, min–max as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = rows(report)
+    parts = list(dict.fromkeys(row[0] for row in table))
+    fig, axes = plt.subplots(1, len(parts), figsize=(3.2 * len(parts), 3.4))
+    for ax, part in zip(axes, parts, strict=True):
+        mine = [row for row in table if row[0] == part]
+        rates = [row[3] for row in mine]
+        errors = [[row[3] - row[4] for row in mine], [row[5] - row[3] for row in mine]]
+        colors = [f"C{i}" for i in range(len(mine))]
+        ax.bar([row[1] for row in mine], rates, yerr=errors, capsize=4, color=colors)
+        ax.set(title=part, ylabel="images / s")
+        ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small run: every figure once (the tests use it)")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the report (default {OUT})")
+    args = parser.parse_args(argv)
+
+    sources = config.get_sources()
+    config.require_data(sources)
+    resources = init_ray()
+    configure_ray_data()
+    budget = config.get_budget(cluster_gpus(resources))
+    plan = plan_resources(resources, budget)
+    fs, root = config.filesystem(f"{sources.cifar10}/train")
+    available = pyarrow.dataset.dataset(root, filesystem=fs, format="parquet").count_rows()  # from the footers
+    settings = settings_for(budget, plan, available, args.quick)
+    print(f"bench: {settings}", flush=True)
+    started = time.perf_counter()
+    report: dict = {
+        "quick": args.quick,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "sources": sources.kind,
+        "budget": budget.kind,
+        "settings": asdict(settings),
+        "parameters": count_parameters(benchmark.VisionTransformer(architecture_named(settings.architecture))),
+        "machine": machine(resources),
+    }
+    print("ingest alone ...", flush=True)
+    report["ingest"] = measure_ingest(sources.cifar10, settings)
+    print("training (one fit, every data path) ...", flush=True)
+    report["training"] = measure_training(sources.cifar10, settings)
+    print("batch inference ...", flush=True)
+    report["inference"] = measure_inference(sources.cifar10, settings, plan)
+    report["inference_crossover_images"] = benchmark.crossover_images(
+        report["inference"]["hand loop"], report["inference"]["actor pool"]
+    )
+    if settings.use_gpu:
+        report["gpu"] = gpu_figures(report["training"], settings)
+    report["bench_s"] = time.perf_counter() - started
+    args.out.mkdir(parents=True, exist_ok=True)
+    stats = report["training"].pop("ray_data_stats")
+    (args.out / "ray-data-stats.txt").write_text("".join(f"== {path}\n{text}\n\n" for path, text in stats.items()))
+    (args.out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "bench.md").write_text(markdown(report))
+    plot(report, args.out / "bench.png")
+    print(markdown(report))
+    print(f"written: {args.out}/bench.json, bench.md, bench.png, ray-data-stats.txt ({report['bench_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
