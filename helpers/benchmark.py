@@ -126,7 +126,7 @@ def ray_batches(shard, batch_size: int, shuffle_buffer: int, epoch: int) -> Iter
 def train_data_paths(loop_config: dict) -> None:
     """A Ray Train worker function: the same model trained from each data path in turn, every epoch timed.
 
-    ``loop_config``: uri, images, batch_size (per worker), architecture (dict), precisions (names), epochs
+    ``loop_config``: uri, images, batch_size (per worker), lr, architecture (dict), precisions (names), epochs
     (warm-up included), shuffle_buffer, data_paths. The datasets "materialized" and "streaming" are passed
     to the trainer. Reports, from every worker, each (data path, precision)'s epochs; rank 0's come back.
     """
@@ -141,7 +141,7 @@ def train_data_paths(loop_config: dict) -> None:
         for data_path in loop_config["data_paths"]:
             torch.manual_seed(0)
             model = ray.train.torch.prepare_model(VisionTransformer(Architecture(**loop_config["architecture"])))
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=loop_config["lr"], weight_decay=1e-2)
             setup_start = time.perf_counter()
             if data_path == "preloaded":
                 loader, _ = loaders(loop_config["uri"], batch_size, loop_config["images"], 1)

@@ -55,6 +55,7 @@ class Settings:
     architecture: str
     images: int  # training images per epoch (all workers together)
     batch_size: int  # per worker, per consumer, per inference batch
+    learning_rate: float
     num_workers: int  # Ray Train workers, and actors of the inference pool
     use_gpu: bool
     repeats: int  # measured epochs (or runs) after the warm-up
@@ -70,6 +71,7 @@ def settings_for(budget: config.Budget, plan, available_images: int, quick: bool
         architecture=budget.cifar_architecture,
         images=images,
         batch_size=per_worker(budget.cifar_batch_size, plan.num_workers),
+        learning_rate=budget.cifar_learning_rate,
         num_workers=plan.num_workers,
         use_gpu=plan.use_gpu,
         repeats=3,
@@ -109,6 +111,7 @@ def measure_training(uri: str, settings: Settings) -> dict:
         "uri": uri,
         "images": settings.images,
         "batch_size": settings.batch_size,
+        "lr": settings.learning_rate,
         "architecture": asdict(architecture_named(settings.architecture)),
         "precisions": list(settings.precisions),
         "epochs": settings.repeats + 1,
@@ -146,9 +149,10 @@ def measure_inference(uri: str, settings: Settings, plan) -> dict[str, dict]:
     GPU) against ``map_batches`` on a pool of ``num_workers`` actors."""
     arch = asdict(architecture_named(settings.architecture))
     runs = settings.repeats + 1
-    loop_task = ray.remote(benchmark.hand_loop_runs).options(
-        num_cpus=settings.num_workers, num_gpus=1 if settings.use_gpu else 0
-    )
+    # On CPUs the loop gets the pool's CPUs (torch uses them as threads), as many as one node has; on GPUs one GPU.
+    largest_node = max(node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"])
+    loop_cpus = 1 if settings.use_gpu else min(settings.num_workers, largest_node)
+    loop_task = ray.remote(benchmark.hand_loop_runs).options(num_cpus=loop_cpus, num_gpus=1 if settings.use_gpu else 0)
     loop = ray.get(loop_task.remote(uri, settings.inference_images, arch, settings.batch_size, runs))
 
     def pool_run():
