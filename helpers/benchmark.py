@@ -88,15 +88,21 @@ def summary(epochs: list[Epoch], workers: int = 1) -> dict[str, float]:
     if len(epochs) < 2:
         raise ValueError("a summary needs a warm-up epoch and at least one more")
     warm_up, steady = epochs[0], epochs[1:]
-    rates = [epoch.images_per_s * workers for epoch in steady]
     return {
         "warm_up_s": warm_up.seconds,
         "first_batch_s": warm_up.first_batch_s,
         "epoch_s": statistics.median(epoch.seconds for epoch in steady),
+        **spread([epoch.images_per_s * workers for epoch in steady]),
+    }
+
+
+def spread(rates: list[float]) -> dict[str, float]:
+    """The steady figure of some repetitions: their median images per second, with min and max beside it."""
+    return {
         "images_per_s": statistics.median(rates),
         "images_per_s_min": min(rates),
         "images_per_s_max": max(rates),
-        "repeats": len(steady),
+        "repeats": len(rates),
     }
 
 
@@ -242,16 +248,12 @@ def run_summary(runs: list[dict[str, float]]) -> dict[str, float]:
     if len(runs) < 2:
         raise ValueError("a summary needs a warm-up run and at least one more")
     steady = runs[1:]
-    rates = [run["images_per_s"] for run in steady]
     return {
         "warm_up_startup_s": runs[0]["startup_s"],
         "startup_s": statistics.median(run["startup_s"] for run in steady),
-        "images_per_s": statistics.median(rates),
-        "images_per_s_min": min(rates),
-        "images_per_s_max": max(rates),
         "end_to_end_per_s": statistics.median(run["end_to_end_per_s"] for run in steady),
         "images": steady[0]["images"],
-        "repeats": len(steady),
+        **spread([run["images_per_s"] for run in steady]),
     }
 
 
