@@ -38,7 +38,7 @@ from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from helpers import benchmark, config
-from helpers.cifar import loaders
+from helpers.cifar import loaders, normalize_batch
 from helpers.cluster import configure_ray_data, init_ray
 from helpers.resources import cluster_gpus, plan_resources
 from helpers.train import per_worker, run_config
@@ -160,7 +160,7 @@ def measure_inference(uri: str, settings: Settings, plan) -> dict[str, dict]:
 
     def pool_run():
         images = ray.data.read_parquet(f"{uri}/train").limit(settings.inference_images)
-        predictions = images.map_batches(benchmark.normalize_batch).map_batches(
+        predictions = images.map_batches(normalize_batch).map_batches(
             benchmark.Classifier,
             fn_constructor_kwargs={"architecture": arch},
             batch_size=settings.batch_size,

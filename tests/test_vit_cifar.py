@@ -70,3 +70,10 @@ def test_load_split_gives_the_same_pixels_with_and_without_rays_tensor_type():
     import ray.data  # noqa: F401
 
     assert int(without_ray.stdout) == int(load_split(CIFAR, "test", 20)[0].sum())
+
+
+def test_ray_data_workers_can_normalize_without_importing_torch():
+    """Notebook 04's ``map_batches`` makes every Ray Data worker import helpers.cifar: torch cost 2-10 s each."""
+    script = "import sys, helpers.cifar; print(sorted(m for m in ('torch', 'ray.train') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
