@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -20,12 +20,6 @@ NODES = [
     {"NodeID": "a", "NodeManagerAddress": "127.0.0.1", "IsHeadNode": True, "Resources": {"CPU": 4}},
     {"NodeID": "b", "NodeManagerAddress": "127.0.0.1", "Resources": {"CPU": 4, "GPU": 1}},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_lock_pins_what_every_node_must_match() -> None:
