@@ -7,7 +7,10 @@ SHELL := /bin/bash
 # the local Ray cluster included, uses it.
 VENV ?= .venv
 export VENV
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The Python that `make setup` builds .venv with: PYTHON=... if you say so, else the newest supported python3.X on
+# the PATH, else python3 if it fits (scripts/check_python.py --find; the versions come from pyproject.toml).
+PYTHON ?= $(shell python3 scripts/check_python.py --find 2>/dev/null)
+LOWEST_PYTHON := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\),.*/\1/p' pyproject.toml)
 BIN := $(VENV)/bin
 LOCK := requirements/lock.txt
 OVERRIDES := requirements/overrides.txt
@@ -40,9 +43,12 @@ setup: $(INSTALLED) ## create .venv (or use VENV=...) and install the locked pac
 # nothing else would ever write the .pyc files, and every Ray worker would compile pandas, torch and Ray from source.
 $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	@py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
-	if [ -z "$$py" ]; then echo "No python3 found. This course needs Python 3.11 (3.11.5 or newer)." >&2; exit 1; fi; \
-	"$$py" scripts/check_python.py
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	if [ -z "$$py" ]; then \
+	  if command -v python3 >/dev/null; then python3 scripts/check_python.py --find >/dev/null; else \
+	    echo "No python3 on the PATH. This course runs on Python 3.11 to 3.14: install one (https://docs.astral.sh/uv/, then uv python install 3.13)." >&2; fi; \
+	  exit 1; fi; \
+	"$$py" scripts/check_python.py || exit 1; \
+	if [ ! -x $(BIN)/python ]; then echo "creating $(VENV) with $$py ($$("$$py" -V))"; "$$py" -m venv $(VENV); fi
 	@echo "installing the locked packages into $(VENV) (about 2 minutes the first time)"
 	@start=$$(date +%s); set -e; index="$(TORCH_INDEX)"; \
 	if [ -n "$$index" ] && ! $(BIN)/python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
@@ -99,7 +105,7 @@ lint: setup ## fix what ruff can fix
 	$(BIN)/ruff format .
 
 lock: setup ## re-resolve requirements/lock.txt for every supported platform (after editing pyproject.toml)
-	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version 3.11.5 \
+	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version $(LOWEST_PYTHON) \
 	  --override $(OVERRIDES) --custom-compile-command "make lock" --quiet -o $(LOCK) $(if $(UPGRADE),--upgrade)
 
 sources: ## print the data/model sources setting as the Makefile reads it

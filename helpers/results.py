@@ -28,10 +28,11 @@ def record(
     value: float,
     floor: float,
     results_dir: Path | None = None,
-    **figures: float,
-) -> Path:
-    """Check ``value`` against ``floor``, then save it as the notebook's ``headline`` with ``figures``; return the file.
+    **figures: float | None,
+) -> None:
+    """Check ``value`` against ``floor``, then save it as the notebook's ``headline`` with ``figures``.
 
+    A figure given as None (a step that did not run, such as TensorFlow's where it is not installed) is left out.
     Raises :class:`BelowFloor` (and saves nothing) when ``value < floor``.
     """
     value = float(value)
@@ -43,11 +44,10 @@ def record(
         "headline": headline,
         "value": value,
         "floor": floor,
-        "figures": {k: float(v) for k, v in figures.items()},
+        "figures": {k: float(v) for k, v in figures.items() if v is not None},
     }
     path.write_text(json.dumps(content, indent=2, sort_keys=True))
     print(f"{headline}: {value:.3f} ≥ {floor} ✓")
-    return path
 
 
 def read(notebook: str, results_dir: Path | None = None) -> dict:

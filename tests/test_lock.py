@@ -25,7 +25,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import check_python  # noqa: E402  (scripts/ is not a package)
 
 LOWEST, TOO_NEW = check_python.required_range(PYPROJECT.read_text())
-PYTHON = ".".join(map(str, LOWEST))  # the oldest Python the project allows must install everything
+# Every supported Python: the oldest one the project allows, then each newer series.
+PYTHONS = [".".join(map(str, LOWEST))] + [
+    f"{major}.{minor}" for major, minor in reversed(check_python.supported_minors(LOWEST, TOO_NEW)[:-1])
+]
+TENSORFLOW_PYTHONS = {python for python in PYTHONS if tuple(map(int, python.split("."))) < (3, 14)}
 
 # The supported platforms: uv's name for each, and the marker values of such a machine.
 PLATFORMS = {
@@ -36,9 +40,10 @@ PLATFORMS = {
 MACOS = "14.0"  # the oldest macOS the course supports (torch 2.13.0's wheels need 14)
 
 
-def marker_environment(platform: str) -> dict[str, str]:
-    """The values environment markers see on ``platform`` with the lowest allowed Python."""
+def marker_environment(platform: str, python: str) -> dict[str, str]:
+    """The values environment markers see on ``platform`` with ``python``."""
     _, values = PLATFORMS[platform]
+    full = python if python.count(".") == 2 else f"{python}.0"
     system = {"linux": "Linux", "darwin": "Darwin"}[values["sys_platform"]]
     return {
         "implementation_name": "cpython",
@@ -47,17 +52,17 @@ def marker_environment(platform: str) -> dict[str, str]:
         "platform_system": system,
         "platform_release": "",
         "platform_version": "",
-        "python_version": ".".join(PYTHON.split(".")[:2]),
-        "python_full_version": PYTHON,
-        "implementation_version": PYTHON,
+        "python_version": ".".join(python.split(".")[:2]),
+        "python_full_version": full,
+        "implementation_version": full,
         "extra": "",
         **values,
     }
 
 
-def locked(platform: str) -> list[str]:
-    """The ``name==version`` pins of the lock that apply on ``platform``."""
-    environment = marker_environment(platform)
+def locked(platform: str, python: str = PYTHONS[0]) -> list[str]:
+    """The ``name==version`` pins of the lock that apply on ``platform`` with ``python``."""
+    environment = marker_environment(platform, python)
     pins = []
     for line in LOCK.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -75,6 +80,11 @@ def test_lock_pins_every_package_exactly_and_keeps_torch():
     assert "torch==2.13.0" in pins
 
 
+def test_the_supported_pythons_are_3_11_5_to_3_14():
+    assert PYTHONS == ["3.11.5", "3.12", "3.13", "3.14"]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
 @pytest.mark.parametrize(
     "platform, present, absent",
     [
@@ -83,77 +93,128 @@ def test_lock_pins_every_package_exactly_and_keeps_torch():
         ("macos-arm64", {"xgboost", "tensorflow"}, {"xgboost-cpu", "tensorflow-cpu"}),
     ],
 )
-def test_platform_specific_packages_follow_the_markers(platform, present, absent):
-    names = {pin.split("==")[0] for pin in locked(platform)}
+def test_platform_specific_packages_follow_the_markers(platform, present, absent, python):
+    names = {pin.split("==")[0] for pin in locked(platform, python)}
+    if python not in TENSORFLOW_PYTHONS:  # TensorFlow 2.21 has no wheels for 3.14: installed without it
+        present, absent = present - {"tensorflow", "tensorflow-cpu"}, absent | {"tensorflow", "tensorflow-cpu"}
     assert present <= names and not absent & names
+    assert {"torch", "ray", "transformers", "xgboost" if "xgboost" in present else "xgboost-cpu"} <= names
     if platform == "macos-arm64":
         assert not {name for name in names if name.startswith(("nvidia-", "cuda-"))}, "no CUDA packages on a Mac"
 
 
-def dry_run(platform: str, lock: Path, target: Path) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def index_cache(tmp_path_factory) -> Path:
+    """One uv cache for the module's dry runs: each reads the same index pages (nothing is downloaded)."""
+    return tmp_path_factory.mktemp("uv-cache")
+
+
+def dry_run(platform: str, python: str, lock: Path, target: Path, cache: Path) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "-m", "uv", "pip", "install", "--dry-run", "--no-deps", "--only-binary", ":all:",
-        "--python-platform", PLATFORMS[platform][0], "--python-version", PYTHON, "--target", str(target),
-        "--no-cache", "--quiet", "-r", str(lock),
+        "--python-platform", PLATFORMS[platform][0], "--python-version", python, "--target", str(target),
+        "--cache-dir", str(cache), "--quiet", "-r", str(lock),
     ]  # fmt: skip
     env = {**os.environ, "MACOSX_DEPLOYMENT_TARGET": MACOS}
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("python", PYTHONS)
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
-def test_every_locked_package_has_a_wheel_for_the_platform(platform, tmp_path):
-    """Fails naming each package (up to five) that has no wheel for the platform."""
+def test_every_locked_package_has_a_wheel_for_the_platform(platform, python, tmp_path, index_cache):
+    """Fails naming each package (up to five) that has no wheel for the platform and Python."""
     lock, missing = tmp_path / "lock.txt", []
     lines = LOCK.read_text().splitlines()
     for _ in range(5):
         lock.write_text("\n".join(lines) + "\n")
-        result = dry_run(platform, lock, tmp_path / "target")
+        result = dry_run(platform, python, lock, tmp_path / "target", index_cache)
         if result.returncode == 0:
             break
-        found = re.search(r"Because (\S+)==(\S+) has no wheels with a matching platform tag", result.stderr)
-        assert found, f"the dry run for {platform} failed:\n{result.stderr[-2000:]}"
+        found = re.search(r"Because (\S+)==(\S+) has no (?:usable wheels|wheels with a matching)", result.stderr)
+        assert found, f"the dry run for {platform}, Python {python} failed:\n{result.stderr[-2000:]}"
         missing.append(f"{found.group(1)}=={found.group(2)}")
         lines = [line for line in lines if not line.startswith(f"{found.group(1)}==")]
     assert not missing, (
-        f"no wheel for {platform} (Python {PYTHON}) of: {', '.join(missing)}. Give these packages an "
+        f"no wheel for {platform} (Python {python}) of: {', '.join(missing)}. Give these packages an "
         "environment marker in pyproject.toml (as xgboost-cpu has) and run `make lock`."
     )
 
 
 @pytest.mark.network
-def test_the_dry_run_names_a_package_without_a_wheel(tmp_path):
-    """The check itself can fail: tensorflow-cpu has no macOS wheel."""
+@pytest.mark.parametrize(
+    "platform, python, pin",
+    [("macos-arm64", "3.13", "tensorflow-cpu==2.21.0"), ("linux-x86_64", "3.14", "h5py==3.14.0")],
+)
+def test_the_dry_run_names_a_package_without_a_wheel(platform, python, pin, tmp_path, index_cache):
+    """The check itself can fail: tensorflow-cpu has no macOS wheel, TensorFlow's h5py none for 3.14."""
     lock = tmp_path / "lock.txt"
-    lock.write_text("tensorflow-cpu==2.21.0\n")
-    result = dry_run("macos-arm64", lock, tmp_path / "target")
-    assert (
-        result.returncode != 0 and "tensorflow-cpu==2.21.0 has no wheels with a matching platform tag" in result.stderr
-    )
+    lock.write_text(pin + "\n")
+    result = dry_run(platform, python, lock, tmp_path / "target", index_cache)
+    assert result.returncode != 0 and re.search(
+        f"{pin} has no (usable wheels|wheels with a matching)", result.stderr
+    ), result.stderr
 
 
 # --- the interpreter check that `make setup` runs first -------------------------------------------
 
 
-@pytest.mark.parametrize("version", [(3, 11, 2), (3, 12, 3), (3, 13, 0), (3, 10, 14)])
-def test_a_python_the_lock_cannot_serve_gets_the_version_and_three_ways(version):
-    message = check_python.advice(version, LOWEST, TOO_NEW)
-    assert message and f"is Python {'.'.join(map(str, version))}" in message
-    assert "3.11.5 or newer" in message
-    for way in ("conda env create -f environment.yml", "uv python install 3.11", "pyenv install 3.11"):
-        assert way in message
+@pytest.mark.parametrize("version", [(3, 11, 2), (3, 10, 14), (3, 15, 0), (3, 9, 18)])
+def test_a_python_the_lock_cannot_serve_gets_the_versions_and_one_command(version):
+    message = check_python.advice(version, LOWEST, TOO_NEW, "python3")
+    assert message and f"`python3` is Python {'.'.join(map(str, version))}" in message
+    assert "Python 3.11 to 3.14 (3.11.5 or newer in the 3.11 series)" in message
+    assert "uv python install 3.14 && make setup PYTHON=$(uv python find 3.14)" in message
 
 
-def test_the_pythons_the_lock_serves_pass():
-    assert check_python.advice((3, 11, 5), LOWEST, TOO_NEW) is None
-    assert check_python.advice(sys.version_info, LOWEST, TOO_NEW) is None
+@pytest.mark.parametrize("version", [(3, 11, 5), (3, 12, 1), (3, 13, 0), (3, 14, 2), sys.version_info])
+def test_the_pythons_the_lock_serves_pass(version):
+    assert check_python.advice(version, LOWEST, TOO_NEW) is None
+
+
+def fake_pythons(folder: Path, versions: dict[str, str | None]) -> str:
+    """Executables named like interpreters that print a version (None: a shim that fails, as pyenv's do)."""
+    folder.mkdir()
+    for name, version in versions.items():
+        body = f"echo {version}" if version else "echo 'pyenv: command not found' >&2; exit 127"
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+@pytest.mark.parametrize(
+    "versions, chosen",
+    [
+        ({"python3.12": "3.12.3", "python3.13": "3.13.5", "python3": "3.13.5"}, "python3.13"),
+        ({"python3.14": None, "python3.13": None, "python3.11": "3.11.7", "python3": "3.11.7"}, "python3.11"),
+        ({"python3": "3.14.0"}, "python3"),
+        ({"python3.11": "3.11.2", "python3": "3.12.1"}, "python3"),  # Debian 12's 3.11.2 is too old
+    ],
+)
+def test_make_setup_finds_the_newest_supported_python_on_the_path(tmp_path, versions, chosen):
+    path = fake_pythons(tmp_path / "bin", versions)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_python.py"), "--find"],
+        capture_output=True, text=True, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout.strip() == f"{path}/{chosen}", result.stderr
+
+
+def test_without_a_fitting_python_the_finder_names_the_versions_and_the_command(tmp_path):
+    path = fake_pythons(tmp_path / "bin", {"python3.13": None, "python3": "3.10.12"})
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_python.py"), "--find"],
+        capture_output=True, text=True, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    assert result.returncode == 1 and not result.stdout
+    assert f"`{path}/python3` is Python 3.10.12" in result.stderr and "uv python install 3.14" in result.stderr
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs Debian's own python3")
 def test_make_setup_stops_before_pip_with_an_old_python(tmp_path):
     """Debian 12's python3 is 3.11.2: `make setup` must say so, and create nothing."""
     version = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:3])"], capture_output=True)
-    if b"(3, 11, 5)" <= version.stdout < b"(3, 12, 0)":
+    if b"(3, 11, 5)" <= version.stdout < b"(3, 15, 0)":
         pytest.skip("this machine's /usr/bin/python3 is one the course supports")
     venv = tmp_path / "env"
     result = subprocess.run(
@@ -161,14 +222,14 @@ def test_make_setup_stops_before_pip_with_an_old_python(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode != 0
-    assert "This course needs Python 3.11" in result.stderr and "pyenv install" in result.stderr
+    assert "cannot run this course" in result.stderr and "uv python install" in result.stderr
     assert not venv.exists(), "nothing may be installed with a Python that cannot serve"
 
 
 def test_environment_yml_brings_the_python_and_leaves_the_install_to_make_setup():
     environment = yaml.safe_load((ROOT / "environment.yml").read_text())
     python = next(d for d in environment["dependencies"] if isinstance(d, str) and d.startswith("python"))
-    assert python == f"python>={PYTHON},<{'.'.join(map(str, TOO_NEW))}", (
+    assert python == f"python>={PYTHONS[0]},<{'.'.join(map(str, TOO_NEW))}", (
         "environment.yml must allow what pyproject does"
     )
     assert not any(isinstance(d, dict) for d in environment["dependencies"]), (

@@ -6,8 +6,8 @@ from helpers import results
 
 
 def test_a_headline_at_or_above_its_floor_is_saved_with_its_name(tmp_path, capsys):
-    path = results.record("nb", "toy accuracy", 0.91, floor=0.8, results_dir=tmp_path, other=2)
-    assert json.loads(path.read_text()) == {
+    assert results.record("nb", "toy accuracy", 0.91, floor=0.8, results_dir=tmp_path, other=2, skipped=None) is None
+    assert json.loads(results.metrics_path("nb", tmp_path).read_text()) == {
         "headline": "toy accuracy",
         "value": 0.91,
         "floor": 0.8,
