@@ -30,6 +30,12 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 export TOKENIZERS_PARALLELISM := false
+# Short library steps (loading weights, resolving data files) show no progress bar: in a notebook each would be a
+# widget, and a widget breaks once the notebook is saved and reopened. COURSE_VERBOSE=1 keeps them.
+ifeq ($(filter 1 true yes on,$(shell printf '%s' '$(COURSE_VERBOSE)' | tr '[:upper:]' '[:lower:]')),)
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
+endif
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help setup hooks data run solutions test check doctor bench lab lint lock clean sources
@@ -95,10 +101,14 @@ doctor: setup ## pre-flight of the cluster in RAY_ADDRESS (else a local Ray): ve
 bench: data ## measure ingest, training and batch inference side by side (QUICK=1: a small run); results/bench/
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
 
-lab: data ## JupyterLab on the course, on 127.0.0.1 with its token (notebooks start their own local Ray)
+# Every kernel of the lab attaches to one local Ray cluster (RAY_ADDRESS set: that cluster), started with the lab and
+# stopped with it. jupyter-config/ turns off JupyterLab's news pop-up; Ray's stack dump when a kernel is shut down is off.
+lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one local Ray cluster, stopped with the lab
 	@flags="--ip=$(strip $(LAB_IP)) --port=$(strip $(LAB_PORT))"; if [ "$$(id -u)" = 0 ]; then \
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
-	$(BIN)/jupyter lab notebooks $$flags
+	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
+	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
+	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab notebooks $$flags
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .

@@ -110,8 +110,9 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
 def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     """The course's Ray Data settings, in one place: call it once after :func:`init_ray`.
 
-    * quiet: no progress bars or start banners, Ray Data logs warnings only (``COURSE_VERBOSE=1``
-      keeps Ray's own output);
+    * quiet: no start banners, Ray Data logs warnings only (``COURSE_VERBOSE=1`` keeps Ray's own output).
+      Progress bars stay on: in a terminal they show; where output is not a terminal (a notebook, a
+      worker) Ray Data writes progress as info log lines, which this level keeps out;
     * the classic file reader: Ray 2.60's new one ("datasource V2") spent about 25 s listing one
       parquet file on a 2-core machine, the classic one about 1 s;
     * ``preserve_order``: blocks come out in order, so the same split, shards and batches, hence the same
@@ -123,8 +124,6 @@ def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     """
     context = ray.data.DataContext.get_current()
     if not verbose():
-        context.enable_progress_bars = False
-        context.enable_operator_progress_bars = False
         context.print_on_execution_start = False
         logging.getLogger("ray.data").setLevel(logging.WARNING)
     context.use_datasource_v2 = False

@@ -42,6 +42,9 @@ class Verdict:
     def __str__(self) -> str:
         return f"{MARKS[self.state]} exercise {self.exercise}: {self.message}"
 
+    def _ipython_display_(self) -> None:
+        """As a cell's last value, show nothing more: the check has printed the verdict already."""
+
 
 class _NotDone(Exception):
     """The learner's code still raises NotImplementedError."""

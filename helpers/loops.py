@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ import ray.train
 import torch
 from ray.train import Checkpoint
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from helpers.metrics import require_examples
 
@@ -40,7 +41,8 @@ def train_epoch(
     model.train()
     loss_fn = nn.CrossEntropyLoss()
     total, count = 0.0, 0
-    for images, labels in tqdm(batches, desc=desc, leave=False, disable=not progress):
+    # plain text on stdout: a notebook shows it as one updating line (a widget would break once the notebook is saved)
+    for images, labels in tqdm(batches, desc=desc, leave=False, disable=not progress, file=sys.stdout):
         images, labels = images.to(device), labels.to(device)
         with torch.autocast(device.type, dtype=autocast) if autocast else contextlib.nullcontext():
             loss = loss_fn(model(images), labels)

@@ -40,6 +40,7 @@ from ray.train.torch import TorchTrainer
 from helpers import benchmark, config
 from helpers.cifar import loaders, normalize_batch
 from helpers.cluster import configure_ray_data, init_ray
+from helpers.distributed import torch_config
 from helpers.resources import cluster_gpus, plan_resources
 from helpers.train import per_worker, run_config
 from helpers.vit import architecture_named, count_parameters
@@ -127,6 +128,7 @@ def measure_training(uri: str, settings: Settings, datasets: dict[str, ray.data.
         train_loop_config=loop_config,
         datasets=datasets,
         scaling_config=ScalingConfig(num_workers=settings.num_workers, use_gpu=settings.use_gpu),
+        torch_config=torch_config(),
         run_config=run_config("bench"),
     ).fit()
     fit_s = time.time() - fit_start

@@ -1,17 +1,26 @@
-"""`make lab`: JupyterLab on 127.0.0.1 with its token, also as root in a container (it says what it did)."""
+"""`make lab`: JupyterLab on 127.0.0.1 with its token (as root too), its kernels on one local Ray cluster that
+starts with the lab and stops with it, and no news pop-up."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
+import pytest
 from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+LAB_RAY_PORT = 6689  # the lab's own cluster, beside `make test`'s (6389) and the other tests' clusters
+
+pytestmark = pytest.mark.cluster  # starts a Ray cluster with the lab
 
 
 def listening(process: psutil.Process) -> set[tuple[str, int]]:
@@ -27,9 +36,31 @@ def listening(process: psutil.Process) -> set[tuple[str, int]]:
     return found
 
 
-def test_make_lab_listens_on_loopback_with_a_token_as_root_too() -> None:
+def cluster_processes(port: int) -> list[psutil.Process]:
+    """Ray processes of the cluster at 127.0.0.1:``port`` (their command lines name its address or port)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "ray" in line and (f"127.0.0.1:{port}" in line or f"--gcs-address=127.0.0.1:{port}" in line):
+            found.append(process)
+    return found
+
+
+def listener_of(process: psutil.Process, port: int) -> psutil.Process | None:
+    """The process among ``process`` and its descendants that listens on ``port``: the Jupyter server."""
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in each.net_connections("inet")):
+                return each
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_stops_it() -> None:
     port = free_port()
-    env = {**os.environ, "BROWSER": "true"}  # no browser to open here
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # as a learner types it: no cluster yet
+    env |= {"BROWSER": "true", "COURSE_RAY_PORT": str(LAB_RAY_PORT)}  # no browser to open here
     lab = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_PORT={port}"],
         cwd=ROOT,
@@ -37,19 +68,49 @@ def test_make_lab_listens_on_loopback_with_a_token_as_root_too() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,  # its own process group: stopped as a whole below
+        start_new_session=True,  # its own process group: stopped as a whole below, as Ctrl-C would
     )
     try:
-        deadline, sockets = time.monotonic() + 90, set()
+        deadline, sockets = time.monotonic() + 180, set()
         while time.monotonic() < deadline and port not in {p for _, p in sockets}:
             assert lab.poll() is None, lab.stdout.read()
             time.sleep(0.5)
             sockets = listening(psutil.Process(lab.pid))
-        assert port in {p for _, p in sockets}, f"JupyterLab did not listen on {port} within 90 s"
+        assert port in {p for _, p in sockets}, f"JupyterLab did not listen on {port} within 180 s"
         assert {ip for ip, _ in sockets} == {"127.0.0.1"}, sockets
+        server = listener_of(psutil.Process(lab.pid), port)
+        assert server is not None
+        assert server.environ().get("RAY_ADDRESS") == f"127.0.0.1:{LAB_RAY_PORT}", "kernels inherit the lab's cluster"
+        ray_listeners = {
+            (c.laddr.ip, c.laddr.port)
+            for process in cluster_processes(LAB_RAY_PORT)
+            for c in process.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+        assert ray_listeners and {ip for ip, _ in ray_listeners} <= LOOPBACK, ray_listeners
+        token = server.environ().get("JUPYTER_TOKEN")
+        page = page_config(port, token, lab)
+        assert "@jupyterlab/apputils-extension:announcements" in page["disabledExtensions"], "the news pop-up"
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
-        output = lab.communicate(timeout=30)[0]
+        output = lab.communicate(timeout=90)[0]
     assert f"http://127.0.0.1:{port}/lab?token=" in output
+    assert "[ray-cluster] starting a head node and a worker node" in output
     if os.geteuid() == 0:
         assert "running as root (a container?): starting JupyterLab with --allow-root" in output
+    time.sleep(1)
+    assert not cluster_processes(LAB_RAY_PORT), "the lab's Ray cluster outlived the lab"
+
+
+def page_config(port: int, token: str | None, lab: subprocess.Popen) -> dict:
+    """The page config JupyterLab sends the browser (disabled extensions among it)."""
+    if not token:  # printed in the server's log line, read from its runtime file otherwise
+        runtime = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "jupyter"), "server", "list", "--json"], capture_output=True, text=True
+        ).stdout
+        token = next(json.loads(line)["token"] for line in runtime.splitlines() if f":{port}/" in line)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=30) as response:
+        html = response.read().decode()
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.DOTALL)
+    assert found, "JupyterLab's page has no config data"
+    return json.loads(found.group(1))

@@ -1,0 +1,73 @@
+"""While a Ray Train run trains on this machine, nothing it starts listens beyond 127.0.0.1.
+
+Each worker of a 2-worker `TorchTrainer` lists, after an all-reduce (so the store and Gloo's pairs are up),
+the listening sockets of its own process, and the test fails on any that is not on loopback. Ray's own
+`TorchConfig()` is run too: its store listens on every interface (torch has no setting for the address), so
+the check is seen to fail there; when a Ray or torch release changes that, this test says so.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+from ray.train import ScalingConfig
+from ray.train.torch import TorchConfig, TorchTrainer
+
+from helpers.cluster import init_ray
+from helpers.distributed import LoopbackTorchConfig, loopback_interface, torch_config
+from helpers.loops import report_epoch
+from helpers.train import run_config
+
+pytestmark = pytest.mark.cluster
+
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+def fit(config: TorchConfig, name: str):
+    # defined here, not at module level: Ray pickles it by value (the workers cannot import a test module)
+    def listeners_while_training(config: dict) -> None:
+        total = torch.ones(1)
+        dist.all_reduce(total)  # every rank connected: the store and the collective sockets are open now
+        sockets = [
+            (c.laddr.ip, c.laddr.port)
+            for c in psutil.Process().net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        wide = [f"{ip}:{port}" for ip, port in sockets if ip not in LOOPBACK]
+        metrics = {"world": float(total.item()), "listening": len(sockets), "wide": ";".join(wide) or "-"}
+        report_epoch(metrics, save=lambda folder: (folder / "listeners.txt").write_text(str(metrics)))
+
+    init_ray()
+    return TorchTrainer(
+        listeners_while_training,
+        scaling_config=ScalingConfig(num_workers=2),
+        torch_config=config,
+        run_config=run_config(name),
+    ).fit()
+
+
+def test_the_course_torch_config_keeps_training_on_loopback():
+    result = fit(torch_config(), "test-loopback")
+    assert result.metrics["world"] == 2.0, "both workers joined the process group"
+    assert result.metrics["listening"] >= 1, "rank 0 serves the store: a listener the check must have seen"
+    assert result.metrics["wide"] == "-", f"listening beyond 127.0.0.1 while training: {result.metrics['wide']}"
+
+
+def test_rays_default_rendezvous_listens_on_every_interface():
+    """The reason for LoopbackTorchConfig. If this fails, torch or Ray now bind the store to its host."""
+    result = fit(TorchConfig(), "test-default-rendezvous")
+    assert result.metrics["wide"] != "-", (
+        "Ray Train's default rendezvous no longer listens beyond 127.0.0.1: helpers.distributed may be unneeded"
+    )
+
+
+def test_the_loopback_config_is_for_this_machine(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
+    assert isinstance(torch_config(), LoopbackTorchConfig)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert type(torch_config()) is TorchConfig, "on a real cluster the workers talk over the network"
+    assert loopback_interface() in {name for _, name in socket.if_nameindex()}
