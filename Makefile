@@ -18,6 +18,7 @@ INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
 LAB_IP ?= 127.0.0.1  # where `make lab` listens; an instructor serving a room sets another address on purpose
 LAB_PORT ?= 8888  # JupyterLab takes the next free one if this one is busy
+LAB_DIR ?= notebooks  # the folder the lab opens (the browser test serves copies of the notebooks)
 # torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
 # (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
@@ -31,10 +32,13 @@ export HF_DATASETS_OFFLINE := 1
 endif
 export TOKENIZERS_PARALLELISM := false
 # Short library steps (loading weights, resolving data files) show no progress bar: in a notebook each would be a
-# widget, and a widget breaks once the notebook is saved and reopened. COURSE_VERBOSE=1 keeps them.
+# widget, and a widget breaks once the notebook is saved and reopened. Transformers' load report (the new head's
+# weights are new: the lesson says so) stays out too. COURSE_VERBOSE=1 keeps them all.
 ifeq ($(filter 1 true yes on,$(shell printf '%s' '$(COURSE_VERBOSE)' | tr '[:upper:]' '[:lower:]')),)
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
+export TRANSFORMERS_VERBOSITY := error
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 endif
 export PYTHONUNBUFFERED := 1
 
@@ -108,7 +112,7 @@ lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one loc
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
 	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
-	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab notebooks $$flags
+	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +16,15 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/ is not a package)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+# Run by tests/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here
+IN_THE_BROWSER = ["01_local_finetune", "02_ray_train_finetune", "03_ray_data"]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+try:
+    import playwright.sync_api  # noqa: F401
+
+    BROWSER_READY = CHROMIUM is not None
+except ImportError:
+    BROWSER_READY = False
 EXECUTED = run_course.EXECUTED
 MAX_LINES = 120  # text lines of output per notebook: what a reader can follow next to the lesson (and room
 # for a crash report of a Ray worker, see README: Ray 2.60 workers sometimes abort on a corrupt mutex)
@@ -43,9 +53,10 @@ def run(path: Path) -> run_course.Outcome:
     return run_course.execute(path, EXECUTED, cell_timeout=900)
 
 
-def output_lines(path: Path) -> list[str]:
-    """The text lines a reader sees in the executed copy of ``path`` (a carriage return overwrites its line)."""
-    notebook = nbformat.read(EXECUTED / path.name, as_version=4)
+def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:
+    """The text lines a reader sees in the executed copy of ``path`` in ``folder`` (a carriage return overwrites
+    its line)."""
+    notebook = nbformat.read(folder / path.name, as_version=4)
     lines = []
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
@@ -74,9 +85,10 @@ def warnings(lines: list[str]) -> list[str]:
     return found
 
 
-def problems(path: Path) -> list[str]:
-    """What makes the executed copy of ``path`` hard to read, one sentence each; empty when it reads well."""
-    lines = output_lines(path)
+def problems(path: Path, folder: Path = EXECUTED) -> list[str]:
+    """What makes the executed copy of ``path`` (in ``folder``) hard to read, one sentence each; empty when it
+    reads well."""
+    lines = output_lines(path, folder)
     found = []
     if len(lines) > MAX_LINES:
         found.append(f"{len(lines)} lines of output (at most {MAX_LINES}); the last ones: {lines[-5:]}")

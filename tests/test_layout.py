@@ -1,4 +1,4 @@
-"""The glossary of helpers (its package docstring) and the README's layout name every module, and
+"""The glossary of helpers (its package docstring) and the layout in docs/development.md name every module, and
 the real-data path never imports the stand-in generator."""
 
 from __future__ import annotations
@@ -21,10 +21,19 @@ def test_the_glossary_names_every_module_and_nothing_else():
     assert rows == set(MODULES), f"helpers/__init__.py misses {set(MODULES) - rows}"
 
 
-def test_the_readme_layout_names_every_module():
+def test_the_layout_section_names_every_module():
+    layout = (ROOT / "docs" / "development.md").read_text()
+    missing = [name for name in MODULES if f"`{name}`" not in layout]
+    assert not missing, f"docs/development.md's layout section misses {missing}"
+
+
+def test_the_readme_reads_in_two_minutes_and_links_the_rest():
     readme = (ROOT / "README.md").read_text()
-    missing = [name for name in MODULES if f"`{name}`" not in readme]
-    assert not missing, f"README's layout section misses {missing}"
+    assert len(readme.splitlines()) <= 120, "README: at most about 120 lines; details go to docs/"
+    for link in ("docs/instructors.md", "docs/development.md", "make run", "make test", "make lab"):
+        assert link in readme, link
+    for lesson in sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb")):
+        assert f"`{lesson}`" in readme, f"README's lesson table misses {lesson}"
 
 
 def imports(module: str) -> set[str]:

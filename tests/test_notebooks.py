@@ -1,13 +1,14 @@
 """Every notebook runs top to bottom on the local cluster, records its headline figure above its floor,
 and shows a readable output: few lines, none printed twice in a row, no warnings.
 
-Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there.
+Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can
+run (tests/test_browser.py), it runs 01 and 03 in JupyterLab and checks their saved copies the same way.
 """
 
 from __future__ import annotations
 
 import pytest
-from executed import NOTEBOOKS, problems, run
+from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, problems, run
 
 from helpers import results
 
@@ -15,7 +16,11 @@ RERUN = "02_ray_train_finetune"
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem != RERUN], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    [p for p in NOTEBOOKS if p.stem != RERUN and not (BROWSER_READY and p.stem in IN_THE_BROWSER)],
+    ids=lambda p: p.stem,
+)
 def test_notebook_runs_learns_and_reads_well(path):
     results.metrics_path(path.stem).unlink(missing_ok=True)
     outcome = run(path)

@@ -1,0 +1,156 @@
+"""Notebooks 01, 02 and 03 run in JupyterLab as a learner runs them: in a real browser, one after another.
+
+Playwright drives headless Chromium (Debian's `chromium`) against `make lab`, serving copies of the notebooks
+(results/browser/notebooks, so that saving never touches notebooks/). For each notebook: open it, Run > Run
+All Cells, wait until the kernel is idle, save. The earlier kernels stay alive, as they do for a learner.
+Then, from the saved file: every code cell ran, no output is an error or a traceback or went to stderr, and
+the floor line (helpers.results.record's "≥ floor ✓") is there; reopened, no widget fails to display.
+The saved copies are also checked as tests/test_notebooks.py checks an executed copy (a headline above its floor,
+output a reader can follow), which then leaves 01 and 03 to this test. A screenshot of each notebook's end is
+kept in results/browser/.
+
+Skipped, saying so, where Chromium or Playwright is missing (.ci/run installs Chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems
+from ports import free_port
+
+from helpers import results
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "results" / "browser"
+NOTEBOOK_SECONDS = 900  # the longest a notebook may take here before the test gives up on it
+
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.skipif(
+        not BROWSER_READY,
+        reason="browser test SKIPPED: no Chromium or Playwright here (apt-get install chromium; make setup)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """`make lab` on a free port, on copies of the notebooks, with a token of its own; stopped afterwards."""
+    shutil.rmtree(OUT, ignore_errors=True)
+    folder = OUT / "notebooks"
+    folder.mkdir(parents=True)
+    for name in IN_THE_BROWSER:
+        shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", folder)
+    port, token = free_port(), secrets.token_hex(16)
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", f"LAB_DIR={folder}"],
+        cwd=ROOT,
+        env={**os.environ, "BROWSER": "true", "JUPYTER_TOKEN": token},
+        stdout=(OUT / "lab.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while f"127.0.0.1:{port}/" not in (OUT / "lab.log").read_text():
+            assert process.poll() is None and time.monotonic() < deadline, (OUT / "lab.log").read_text()
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}", token, folder
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=90)
+
+
+def run_all_and_save(page, base: str, token: str, name: str) -> None:
+    page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    if page.get_by_role("button", name="Select", exact=True).count():  # a learner's "Select Kernel": Python 3
+        page.get_by_role("button", name="Select", exact=True).click()
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)  # the kernel is up
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    running = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt", has_text="[*]")
+    running.first.wait_for(timeout=60_000)
+    deadline, quiet = time.monotonic() + NOTEBOOK_SECONDS, 0
+    while quiet < 3:  # no cell queued or running at three looks in a row: Run All has finished (or stopped)
+        assert time.monotonic() < deadline, f"{name} still running after {NOTEBOOK_SECONDS} s"
+        page.wait_for_timeout(2000)
+        quiet = 0 if running.count() else quiet + 1
+    page.keyboard.press("Control+s")
+    page.get_by_text("Saving completed").wait_for(timeout=30_000)
+
+
+def findings(saved: dict) -> list[str]:
+    """What a learner should not see in a saved notebook: a cell that did not run, an error, stderr."""
+    found = []
+    for index, cell in enumerate(saved["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        if cell.get("execution_count") is None:
+            found.append(f"cell {index} did not run")
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "error":
+                found.append(f"cell {index}: {output['ename']}: {output['evalue'][:200]}")
+            elif output["output_type"] == "stream" and output["name"] == "stderr":
+                found.append(f"cell {index} wrote to stderr: {''.join(output['text'])[:300]!r}")
+            text = json.dumps(output.get("data", {})) + "".join(output.get("text", ""))
+            if "Traceback" in text:
+                found.append(f"cell {index} shows a traceback")
+    return found
+
+
+def floor_line(saved: dict) -> str | None:
+    for cell in saved["cells"]:
+        for output in cell.get("outputs", []):
+            for line in "".join(output.get("text", "")).splitlines():
+                if "≥" in line and line.endswith("✓") and "exercise" not in line:
+                    return line
+    return None
+
+
+def test_notebooks_run_all_in_jupyterlab_one_after_another(lab):
+    base, token, folder = lab
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        failures = {}
+        for name in IN_THE_BROWSER:
+            started = time.monotonic()
+            results.metrics_path(name).unlink(missing_ok=True)
+            run_all_and_save(page, base, token, name)
+            page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").last.scroll_into_view_if_needed()
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(OUT / f"{name}.png"))
+            saved = json.loads((folder / f"{name}.ipynb").read_text())
+            found = findings(saved) + problems(folder / f"{name}.ipynb", folder)
+            if floor_line(saved) is None:
+                found.append("no floor line (`... ≥ floor ✓`) in the outputs")
+            recorded = results.read(name)
+            if not recorded or recorded["value"] < recorded["floor"]:
+                found.append(f"no headline above its floor recorded: {recorded}")
+            print(f"{name}: {time.monotonic() - started:.0f} s in the browser, floor line: {floor_line(saved)}")
+            if found:
+                failures[name] = found
+        # reopened from disk, a saved notebook shows no broken widget
+        for name in IN_THE_BROWSER:
+            page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}&reset")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_timeout(1500)
+            if page.get_by_text("Error displaying widget").count():
+                failures.setdefault(name, []).append("reopened, it shows 'Error displaying widget'")
+        browser.close()
+    assert not failures, json.dumps(failures, indent=1, ensure_ascii=False)
