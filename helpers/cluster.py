@@ -57,6 +57,11 @@ ON_THIS_MACHINE = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "RAY_TRAIN_ENABLE
 PLAIN_WORKER_OUTPUT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0"}
 
 
+# This process's own Ray core (C++): errors only. Its warnings are about Ray's internals, not the lesson (an actor
+# pool's constructor arguments kept in the object store, an actor already gone when a dataset ends its pool).
+QUIET_DRIVER = {"RAY_BACKEND_LOG_LEVEL": "error"}
+
+
 # What a worker needs to reach what this process reaches, passed on when set here: the bucket of the storage
 # path or of the sources (endpoint, keys, region; a node with a cloud role of its own needs none), and the Hub.
 PASSED_TO_WORKERS = (
@@ -85,7 +90,7 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
         keep_on_loopback()
         for name, value in ON_THIS_MACHINE.items():  # Ray Train reads them here and passes them on
             os.environ.setdefault(name, value)
-    for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT).items():
+    for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT | QUIET_DRIVER).items():
         os.environ.setdefault(name, value)
     runtime_env = dict(runtime_env or {})
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
@@ -103,6 +108,8 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**options)
     else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
+        # token authentication, as Ray's default, said explicitly: Ray then starts without a warning about it
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
         ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), **options)
     return ray.cluster_resources()
 

@@ -145,6 +145,16 @@ def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
             f"values from {float(pixels.min()):.1f} to {float(pixels.max()):.1f}: the processor rescales and "
             "normalises; pass the PIL images themselves, not arrays you scaled"
         )
+        expected = processor(images, return_tensors="pt")["pixel_values"]
+        if not torch.allclose(pixels.float(), expected, atol=1e-3):
+            assert float(pixels.min()) < 0 or float(expected.min()) >= 0, (
+                f"values from {float(pixels.min()):.2f} to {float(pixels.max()):.2f}, never negative: the images were "
+                "rescaled but not normalised by the processor's mean and std (leave `do_normalize` on)"
+            )
+            raise AssertionError(
+                "the values differ from what the processor gives for the same images: call the processor itself "
+                "with its own settings (size, rescaling, mean and std), on the PIL images"
+            )
         return f"4 images of different sizes became pixel_values {tuple(pixels.shape)}, normalised"
 
     return _check("01.2", run)
@@ -203,6 +213,11 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
         config, per_worker = attempt(scaling_for, 4, 64, {"CPU": 8.0, "GPU": 4.0})
         assert config.use_gpu, "this cluster has 4 GPUs: the workers should use them (use_gpu=True)"
         assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
+        config, _ = attempt(scaling_for, 2, 64, {"CPU": 8.0, "GPU": 0.0})
+        assert not config.use_gpu, (
+            "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
+            "`resources` counts, not from whether the key is there"
+        )
         return "4 workers of batch 8 on CPUs, 4 GPU workers of batch 16 when the cluster has GPUs"
 
     return _check("02.2", run)
@@ -220,6 +235,10 @@ def check_read_rgb(read_rgb: Callable[[list[str]], Any], folders: list[str]) -> 
     def run() -> str:
         ds = attempt(read_rgb, folders)
         assert isinstance(ds, ray.data.Dataset), f"it returned a {type(ds).__name__}: return the Dataset itself"
+        assert "path" in ds.columns(), (
+            f"the dataset's columns are {ds.columns()}: keep each image's file path (`include_paths=True`), "
+            "the lesson joins the labels on the file name"
+        )
         files = ray.data.read_binary_files(folders).count()
         channels = ds.map_batches(add_shapes, batch_format="numpy").to_pandas()["channels"]
         assert len(channels) == files, (

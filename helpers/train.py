@@ -169,7 +169,7 @@ def finetune_beans(loop_config: dict[str, Any], extra_callbacks: Sequence[Traine
         trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
         for callback in [MarkResume(), *extra_callbacks]:
             trainer.add_callback(callback)
-        trainer = prepare_trainer(trainer)  # distributed sampling and devices for this worker
+        trainer = prepare_trainer(trainer)  # Ray Data iterables as the Trainer's data (nothing to do for a HF dataset)
         checkpoint = ray.train.get_checkpoint()  # None on a fresh start; the last reported one after a restart
         if checkpoint is None:
             trainer.train()

@@ -71,6 +71,14 @@ def test_model_inputs():
         "processor",
     )
     expect(exercises.check_model_inputs(lambda i, p: p(i), processor), exercises.WRONG, "return_tensors")
+    not_normalised = lambda i, p: p(i, return_tensors="pt", do_normalize=False)  # noqa: E731
+    expect(exercises.check_model_inputs(not_normalised, processor), exercises.WRONG, "not normalised", "do_normalize")
+
+    def own_normalisation(images, processor):  # right shape and range, but not the processor's mean and std
+        pixels = processor(images, return_tensors="pt", do_normalize=False)["pixel_values"]
+        return {"pixel_values": pixels * 2 - 1.2}
+
+    expect(exercises.check_model_inputs(own_normalisation, processor), exercises.WRONG, "call the processor itself")
     expect(exercises.check_model_inputs(lambda i, p: p(i, return_tensors="pt"), processor), exercises.DONE)
 
 
@@ -98,6 +106,11 @@ def test_scaling():
 
     expect(exercises.check_scaling(same_batch_everywhere), exercises.WRONG, "divided by the number of workers")
     expect(exercises.check_scaling(always_gpu), exercises.WRONG, "never ask Ray for one it lacks")
+
+    def gpu_key_present(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu="GPU" in resources), global_batch // workers
+
+    expect(exercises.check_scaling(gpu_key_present), exercises.WRONG, "GPU: 0.0", "no GPU")
 
     def right(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
@@ -163,6 +176,8 @@ def test_the_ray_data_checks():
     folders = class_folders(config.get_sources().imagenette, "train")
     dropped = lambda f: ray.data.read_images(f, include_paths=True).map_batches(keep_rgb)  # noqa: E731  (the lesson)
     expect(exercises.check_read_rgb(dropped, folders), exercises.WRONG, "none should be dropped")
+    no_paths = lambda f: ray.data.read_images(f, mode="RGB")  # noqa: E731
+    expect(exercises.check_read_rgb(no_paths, folders), exercises.WRONG, "include_paths=True")
     rgb = lambda f: ray.data.read_images(f, include_paths=True, mode="RGB")  # noqa: E731
     expect(exercises.check_read_rgb(rgb, folders), exercises.DONE, "every one with 3 channels")
 
