@@ -30,7 +30,11 @@ MAX_LINES = 120  # text lines of output per notebook: what a reader can follow n
 # for a crash report of a Ray worker, see README: Ray 2.60 workers sometimes abort on a corrupt mutex)
 WARNING = re.compile(r"(Deprecation|Future|UserWarning|RuntimeWarning)|deprecated|will be removed", re.IGNORECASE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-RAY_PREFIX = re.compile(r"^\([^()]*pid=\S+?\) ?")  # "(RayTrainWorker pid=123) ": which Ray process printed it
+# "(RayTrainWorker pid=123) ": which Ray process printed it (its name may hold parentheses of its own)
+RAY_PREFIX = re.compile(r"^\((?:.*? )?pid=\d+\) ?")
+# A Ray 2.60 worker process that crashed (a segmentation fault, an abort on a corrupt mutex): seen in a few runs on
+# a 2-core machine, in idle and Ray Data workers; Ray retries the task elsewhere and the results are unaffected.
+RAY_WORKER_CRASH = re.compile(r"Fatal Python error|mutex\.cc|SIGABRT received|SIGSEGV received")
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
 NOT_OURS = {
     "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems
+from executed import ANSI, BROWSER_READY, CHROMIUM, IN_THE_BROWSER, RAY_PREFIX, RAY_WORKER_CRASH, problems
 from ports import free_port
 
 from helpers import results
@@ -128,7 +128,11 @@ def findings(saved: dict) -> list[str]:
             if output["output_type"] == "error":
                 found.append(f"cell {index}: {output['ename']}: {output['evalue'][:200]}")
             elif output["output_type"] == "stream" and output["name"] == "stderr":
-                found.append(f"cell {index} wrote to stderr: {''.join(output['text'])[:300]!r}")
+                text = ANSI.sub("", "".join(output["text"]))
+                if RAY_WORKER_CRASH.search(text) and all(RAY_PREFIX.match(line) for line in text.splitlines()):
+                    print(f"cell {index}: a Ray worker crashed and Ray went on (tolerated): {text[:160]!r}")
+                    continue
+                found.append(f"cell {index} wrote to stderr: {text[:300]!r}")
             text = json.dumps(output.get("data", {})) + "".join(output.get("text", ""))
             if "Traceback" in text:
                 found.append(f"cell {index} shows a traceback")

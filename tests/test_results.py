@@ -29,6 +29,8 @@ def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
 
     lines = ["(pid=1) ", "(pid=1) ", "", "", "(RayTrainWorker pid=2) epoch 1", "(RayTrainWorker pid=2) epoch 1"]
     assert repeats(lines) == ["(RayTrainWorker pid=2) epoch 1"]
+    nested = "(HashAggregateReduce(key_columns=('shape',), num_partitions=2) pid=3) "  # a name with parentheses
+    assert repeats([nested, nested]) == []
     assert warnings(["x.py:1: FutureWarning: soon", "RayDeprecationWarning: `ExecutionOptions.exclude_resources`"]) == [
         "x.py:1: FutureWarning: soon"
     ]
