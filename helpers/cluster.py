@@ -105,8 +105,6 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
         "logging_level": "WARNING",
         "runtime_env": runtime_env or None,
     }
-    if not verbose():  # every worker of this job logs warnings and errors only (no "checkpoint created" lines)
-        options["logging_config"] = ray.LoggingConfig(encoding="TEXT", log_level="WARNING")
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**options)
     else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
