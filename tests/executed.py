@@ -58,19 +58,22 @@ def run(path: Path) -> run_course.Outcome:
 
 
 def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:
-    """The text lines a reader sees in the executed copy of ``path`` in ``folder`` (a carriage return overwrites
-    its line)."""
+    """The text lines a reader sees in the executed copy of ``path`` in ``folder``, as a terminal shows them: a
+    cell's stream outputs in a row are one text, and a carriage return (a progress line's update) overwrites its
+    line; only a newline ends one."""
     notebook = nbformat.read(folder / path.name, as_version=4)
     lines = []
     for cell in notebook.cells:
+        texts = []
         for output in cell.get("outputs", []):
             if output.output_type == "stream":
-                text = output.text
+                texts.append(output.text)
             elif output.output_type == "error":
-                text = "\n".join(output.traceback)
-            else:
-                continue
-            lines += [ANSI.sub("", line.rsplit("\r", 1)[-1]) for line in text.splitlines()]
+                texts.append("\n" + "\n".join(output.traceback) + "\n")
+        pieces = "".join(texts).split("\n")
+        if pieces[-1] == "":
+            pieces.pop()
+        lines += [ANSI.sub("", line.rsplit("\r", 1)[-1]) for line in pieces]
     return lines
 
 
@@ -83,7 +86,7 @@ def repeats(lines: list[str]) -> list[str]:
 def warnings(lines: list[str]) -> list[str]:
     """Warning lines, except those listed in ``NOT_OURS`` (and the source line Python prints under one)."""
     found = []
-    for before, line in zip(["", *lines[:-1]], lines, strict=True):
+    for before, line in zip(["", *lines[:-1]], lines, strict=False):
         if WARNING.search(line) and not any(key in line or key in before for key in NOT_OURS):
             found.append(line)
     return found
