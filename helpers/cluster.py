@@ -57,8 +57,9 @@ ON_THIS_MACHINE = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "RAY_TRAIN_ENABLE
 PLAIN_WORKER_OUTPUT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0"}
 
 
-# This process's own Ray core (C++): errors only. Its warnings are about Ray's internals, not the lesson (an actor
-# pool's constructor arguments kept in the object store, an actor already gone when a dataset ends its pool).
+# This process's own Ray core (C++): errors only; its warnings are about Ray's internals, not the lesson. Lines Ray
+# logs as errors still come through (a Ray Data actor pool's constructor arguments kept in the object store; the
+# GCS's "Failed to kill actor" for an actor already gone, which every attached driver receives).
 QUIET_DRIVER = {"RAY_BACKEND_LOG_LEVEL": "error"}
 
 
