@@ -69,6 +69,7 @@ class Budget:
     dogs_eval_steps: int
     dogs_batch_size: int  # global
     dogs_learning_rate: float
+    dogs_shuffle_buffer: int  # rows of each worker's local shuffle buffer (iter_torch_batches)
     inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
     # notebook 04: CIFAR-10 with the plain-PyTorch ViT
     cifar_architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
@@ -127,6 +128,7 @@ _CPU = Budget(
     dogs_eval_steps=50,
     dogs_batch_size=32,
     dogs_learning_rate=1e-3,
+    dogs_shuffle_buffer=256,
     inference_batch_size=64,
     cifar_architecture="small",
     cifar_train_size=4000,

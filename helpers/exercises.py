@@ -10,6 +10,7 @@ does not print the answer.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -221,6 +222,123 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
         return "4 workers of batch 8 on CPUs, 4 GPU workers of batch 16 when the cluster has GPUs"
 
     return _check("02.2", run)
+
+
+# --- 02b: surviving a failure ---------------------------------------------------------------------------
+
+RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; the worker dies after reporting step 4
+
+
+def _not_started(function: Callable) -> bool:
+    """True while the learner's function still has the exercise's ``raise NotImplementedError``."""
+    try:
+        return "raise NotImplementedError" in inspect.getsource(function)
+    except (OSError, TypeError):  # no source to read: run it and see
+        return False
+
+
+def _dies_once(count_to: Callable[[dict], None], crash_after: int) -> Callable[[dict], None]:
+    """``count_to`` as a Ray Train function whose worker dies on the first attempt, after reporting ``crash_after``.
+
+    The worker is killed as the next step is about to be reported, a moment after the last report
+    reached Ray Train: as a lost machine would be, between two checkpoints.
+    """
+
+    def train_func(loop_config: dict) -> None:
+        import os
+        import signal
+        import time
+
+        import ray.train
+
+        first_attempt = ray.train.get_checkpoint() is None
+        report = ray.train.report
+
+        def report_or_die(metrics: dict, *args: Any, **kwargs: Any) -> None:
+            if first_attempt and metrics.get("step") == crash_after + 1:
+                time.sleep(1.0)  # Ray Train collects the previous report
+                os.kill(os.getpid(), signal.SIGKILL)
+            report(metrics, *args, **kwargs)
+
+        ray.train.report = report_or_die
+        try:
+            count_to(loop_config)
+        finally:
+            ray.train.report = report
+
+    return train_func
+
+
+def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdict:
+    """02b.1: ``count_to`` reports steps with checkpoints and resumes; ``failure_config`` allows a restart."""
+    import ray.train
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from helpers.config import run_name, storage_path
+    from helpers.distributed import torch_config
+
+    def run() -> str:
+        if _not_started(count_to):
+            raise _NotDone
+        assert isinstance(failure_config, FailureConfig), (
+            f"`failure_config` is {failure_config!r}: make it a `FailureConfig`, with the number of restarts allowed"
+        )
+        assert failure_config.max_failures == 1, (
+            f"`max_failures={failure_config.max_failures}`: the exercise allows exactly one restart. "
+            + (
+                "-1 restarts without end: a job that fails every time would never stop. "
+                if failure_config.max_failures < 0
+                else ""
+            )
+        )
+        trainer = TorchTrainer(
+            _dies_once(count_to, RESUME_CRASH_AFTER),
+            train_loop_config={"steps": RESUME_STEPS},
+            scaling_config=ScalingConfig(num_workers=1),
+            torch_config=torch_config(),
+            run_config=RunConfig(
+                name=run_name("02b-exercise-count"),
+                storage_path=storage_path(),
+                failure_config=failure_config,
+                logging_config=ray.train.LoggingConfig(log_level="ERROR"),
+            ),
+        )
+        try:
+            result = trainer.fit()
+        except ray.train.TrainingFailedError as error:
+            raise AssertionError(
+                "the run failed: " + str(error).strip().splitlines()[-1][:200] + ". Read the error: is it in your "
+                "function, or did the worker's death end the run? Then `max_failures` does not reach the trainer."
+            ) from None
+        assert result.checkpoint is not None, (
+            "no checkpoint was reported: pass `checkpoint=ray.train.Checkpoint.from_directory(folder)` to "
+            "`ray.train.report`, or a restart has nothing to go on from"
+        )
+        steps = [int(step) for step in result.metrics_dataframe["step"]]
+        restarts = [i for i in range(1, len(steps)) if steps[i] <= steps[i - 1]]
+        assert restarts, (
+            f"the worker was to die after step {RESUME_CRASH_AFTER}, but the steps reported were {steps}: call "
+            "`ray.train.report(...)` once per step, as the lesson does"
+        )
+        restarted_at = steps[restarts[0]]
+        assert restarted_at > 1, (
+            f"after the restart your function counted from 1 again (steps reported: {steps}): start from the step "
+            "saved in `ray.train.get_checkpoint()` when it is not None"
+        )
+        assert steps[-1] == RESUME_STEPS, (
+            f"the last step reported is {steps[-1]}, but `loop_config['steps']` was {RESUME_STEPS}: count to the "
+            "number the loop config gives"
+        )
+        assert steps[restarts[0] :] == list(range(restarted_at, RESUME_STEPS + 1)), (
+            f"after the restart the steps were {steps[restarts[0] :]}: report each step once, one after another"
+        )
+        return (
+            f"the worker died after step {RESUME_CRASH_AFTER}; Ray Train restarted it and your function went on "
+            f"from step {restarted_at - 1} to {RESUME_STEPS}"
+        )
+
+    return _check("02b.1", run)
 
 
 # --- 03: Ray Data --------------------------------------------------------------------------------------

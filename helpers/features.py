@@ -1,4 +1,4 @@
-"""Featurizing images for the ViT: a dataset transform, a collator, and a featurizer class for Ray Data."""
+"""Featurizing images for the ViT: the processor call on a list of images, a dataset transform, a collator."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import numpy as np
 import torch
 from PIL import Image
 from transformers import ViTImageProcessorPil
-
-from helpers.models import load_processor
 
 Batch = dict[str, np.ndarray]  # a Ray Data batch in numpy format
 
@@ -42,17 +40,3 @@ def collate(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
         "labels": torch.tensor([example["labels"] for example in examples]),
     }
-
-
-class Featurizer:
-    """Images and label names to the ViT's ``pixel_values`` and label ids; the processor loads once per actor."""
-
-    def __init__(self, vit: str, class_names: Sequence[str]) -> None:
-        self.processor = load_processor(vit)
-        self.class_ids = {name: i for i, name in enumerate(class_names)}
-
-    def __call__(self, batch: Batch) -> Batch:
-        return {
-            "pixel_values": pixel_values(self.processor, list(batch["image"])).numpy(),
-            "labels": np.array([self.class_ids[name] for name in batch["label"]], dtype=np.int64),
-        }

@@ -1,4 +1,4 @@
-"""Ray Data ingest of labelled image folders: labels by file name, channel counts, labels files."""
+"""Ray Data ingest of labelled image folders: readable files, labels files and their checks, channel counts."""
 
 from __future__ import annotations
 
@@ -88,25 +88,6 @@ def check_label_table(table: pd.DataFrame, source: str = "labels.csv") -> pd.Dat
     return table[LABEL_COLUMNS].astype(str)
 
 
-def read_labels(uri: str) -> pd.DataFrame:
-    """``labels.csv`` (local path or ``s3://...``) read with Ray Data and checked: one row per file name."""
-    return check_label_table(ray.data.read_csv(uri).to_pandas(), source=uri)
-
-
-def add_labels(batch: Batch, label_of: dict[str, str]) -> Batch:
-    """Add ``file_name`` and ``label`` to a batch by looking the file name up; ``""`` when it has no label."""
-    names = [file_name(str(path)) for path in batch["path"]]
-    batch["file_name"] = np.array(names)
-    batch["label"] = np.array([label_of.get(name, "") for name in names])
-    return batch
-
-
-def attach_labels(images: ray.data.Dataset, label_table: pd.DataFrame) -> ray.data.Dataset:
-    """Each image gets the label of its file name: a keyed lookup, so row order never matters."""
-    label_of = dict(zip(label_table["file_name"], label_table["label"], strict=True))
-    return images.map_batches(add_labels, fn_kwargs={"label_of": label_of}, batch_format="numpy")
-
-
 def check_labels(keys: pd.DataFrame) -> pd.DataFrame:
     """Images per label from the ``file_name``/``label`` columns; fails naming unlabelled or repeated images."""
     unlabelled = keys.loc[keys["label"] == "", "file_name"].tolist()
@@ -138,12 +119,6 @@ def add_shapes(batch: Batch) -> Batch:
     batch["ndim"] = np.array([image.ndim for image in images])
     batch["channels"] = np.array([channels(image) for image in images])
     return batch
-
-
-def keep_rgb(batch: Batch) -> Batch:
-    """Only the rows whose image has 3 channels (grayscale and RGBA images are dropped)."""
-    keep = np.array([channels(image) == 3 for image in batch["image"]], dtype=bool)
-    return {name: column[keep] for name, column in batch.items()}
 
 
 def labels_from_folders(

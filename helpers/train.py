@@ -1,4 +1,4 @@
-"""Ray Train with Hugging Face: the workers' fine-tune recipe and functions, and the course's run settings."""
+"""Ray Train with Hugging Face: the workers' recipe and scratch folder, resuming, crashing on purpose, run settings."""
 
 from __future__ import annotations
 
@@ -6,22 +6,16 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import ray.train
 import torch
 from ray.train import CheckpointConfig, LoggingConfig, RunConfig
-from ray.train.huggingface.transformers import RayTrainReportCallback, prepare_trainer
-from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from helpers.beans import class_names_of, load_beans
-from helpers.config import CHECKPOINTS_KEPT, Budget, Sources, run_name, storage_path, verbose
-from helpers.features import collate, make_transform
-from helpers.metrics import accuracy_for_trainer, load_accuracy
-from helpers.models import load_classifier, load_processor
+from helpers.config import CHECKPOINTS_KEPT, run_name, storage_path, verbose
 from helpers.resources import precision_args
 
 
@@ -133,81 +127,3 @@ class CrashAt(TrainerCallback):
         if state.global_step == self.step:
             print(f"worker {ray.train.get_context().get_world_rank()}: dying at step {state.global_step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-
-
-def finetune_beans(loop_config: dict[str, Any], extra_callbacks: Sequence[TrainerCallback] = ()) -> None:
-    """Ray Train worker: notebook 01's fine-tune, reporting metrics and checkpoints to Ray Train.
-
-    After a failure Ray Train restarts the workers and hands them the last reported checkpoint:
-    training then resumes from it (model, optimizer, schedule and step), not from step 0.
-    """
-    sources, budget = Sources(**loop_config["sources"]), Budget(**loop_config["budget"])
-    ds = load_beans(sources)  # every worker reads the (small) data set itself
-    processor = load_processor(sources.vit)
-    set_seed(42)  # the same new head on every worker and in every run
-    model = load_classifier(sources.vit, class_names_of(ds))
-    prepared = ds.with_transform(make_transform(processor))
-
-    with scratch_folder() as output_dir:
-        args = worker_training_args(
-            output_dir,
-            per_worker(budget.beans_batch_size),  # the same global batch as notebook 01
-            budget.beans_train_steps,
-            budget.beans_eval_steps,
-            budget.eval_batch_size,
-            budget.beans_learning_rate,
-        )
-        trainer = ResumableTrainer(
-            model=model,
-            args=args,
-            data_collator=collate,
-            compute_metrics=accuracy_for_trainer(load_accuracy()),
-            train_dataset=prepared["train"],
-            eval_dataset=prepared["validation"],
-            processing_class=processor,
-        )
-        trainer.add_callback(RayTrainReportCallback())  # metrics and checkpoints go to Ray Train
-        for callback in [MarkResume(), *extra_callbacks]:
-            trainer.add_callback(callback)
-        trainer = prepare_trainer(trainer)  # Ray Data iterables as the Trainer's data (nothing to do for a HF dataset)
-        checkpoint = ray.train.get_checkpoint()  # None on a fresh start; the last reported one after a restart
-        if checkpoint is None:
-            trainer.train()
-        else:
-            with checkpoint.as_directory() as folder:  # the Hugging Face checkpoint sits in checkpoint/
-                trainer.train(resume_from_checkpoint=os.path.join(folder, RayTrainReportCallback.CHECKPOINT_NAME))
-
-
-def finetune_from_shards(loop_config: dict[str, Any]) -> None:
-    """Ray Train worker: fine-tune on this worker's shard of the Ray Data "train" set, evaluate on "valid"."""
-    sources, budget = Sources(**loop_config["sources"]), Budget(**loop_config["budget"])
-    set_seed(42)  # the same new head on every worker and in every run
-    model = load_classifier(sources.vit, loop_config["class_names"])
-    batch_size = per_worker(budget.dogs_batch_size)
-    dtypes = {"pixel_values": torch.float32, "labels": torch.int64}
-    train_batches = ray.train.get_dataset_shard("train").iter_torch_batches(
-        batch_size=batch_size, dtypes=dtypes, local_shuffle_buffer_size=256, local_shuffle_seed=0
-    )  # re-iterated every epoch; this worker sees only its shard
-    valid_batches = ray.train.get_dataset_shard("valid").iter_torch_batches(
-        batch_size=budget.eval_batch_size, dtypes=dtypes
-    )
-    with scratch_folder() as output_dir:
-        args = worker_training_args(
-            output_dir,
-            batch_size,
-            budget.dogs_train_steps,
-            budget.dogs_eval_steps,
-            budget.eval_batch_size,
-            budget.dogs_learning_rate,
-        )  # max_steps is required: a stream has no length
-        trainer = Trainer(
-            model=model,
-            args=args,
-            compute_metrics=accuracy_for_trainer(load_accuracy()),
-            train_dataset=train_batches,
-            eval_dataset=valid_batches,
-            processing_class=load_processor(sources.vit),  # saved with every checkpoint, for inference
-        )
-        trainer.add_callback(RayTrainReportCallback())
-        trainer = prepare_trainer(trainer)  # feeds the Ray Data iterables to the Trainer as they are
-        trainer.train()

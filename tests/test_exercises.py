@@ -166,15 +166,18 @@ def test_the_ray_data_checks():
     """03.1, 05.1 and 05.2 run Ray Data: on the test cluster, or a local Ray."""
     import ray
     import ray.data
+    from ray.data.expressions import col
 
     from helpers import config
     from helpers.cluster import configure_ray_data, init_ray
-    from helpers.ingest import class_folders, keep_rgb
+    from helpers.ingest import add_shapes, class_folders
 
     init_ray()
     configure_ray_data()
     folders = class_folders(config.get_sources().imagenette, "train")
-    dropped = lambda f: ray.data.read_images(f, include_paths=True).map_batches(keep_rgb)  # noqa: E731  (the lesson)
+    dropped = lambda f: (  # noqa: E731  (the lesson's read and filter)
+        ray.data.read_images(f, include_paths=True).map_batches(add_shapes).filter(expr=col("channels") == 3)
+    )
     expect(exercises.check_read_rgb(dropped, folders), exercises.WRONG, "none should be dropped")
     no_paths = lambda f: ray.data.read_images(f, mode="RGB")  # noqa: E731
     expect(exercises.check_read_rgb(no_paths, folders), exercises.WRONG, "include_paths=True")

@@ -1,19 +1,18 @@
-"""The label join, the grayscale filter and the labels writer, on numpy batches (no Ray needed)."""
+"""The label join (notebook 03's own), channel counts and the labels writer, on numpy batches (no Ray needed)."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from lesson_code import from_notebook
 
 from helpers import catalog, config
 from helpers.ingest import (
-    add_labels,
     add_shapes,
     channels,
     check_label_table,
     check_labels,
     ensure_labels,
     file_name,
-    keep_rgb,
     labels_from_folders,
 )
 
@@ -34,6 +33,7 @@ def test_file_name_is_the_last_part_of_a_path_or_uri():
 
 
 def test_labels_follow_file_names_not_row_order():
+    add_labels = from_notebook("03_ray_data", "add_labels")
     batch = {"path": np.array(["/d/x/b.png", "/d/x/a.png", "/d/x/c.png"])}
     out = add_labels(batch, {"a.png": "dog", "b.png": "fish", "c.png": "dog"})
     assert out["label"].tolist() == ["fish", "dog", "dog"]
@@ -75,12 +75,6 @@ def test_ndim_misses_grayscale_in_a_mixed_block_but_channels_do_not():
     shapes = add_shapes(mixed_batch())
     assert shapes["ndim"].tolist() == [3, 3, 3, 2]  # the (1, H, W) image looks three-dimensional
     assert shapes["channels"].tolist() == [3, 1, 3, 1]
-
-
-def test_keep_rgb_drops_grayscale_rows_and_keeps_columns_aligned():
-    kept = keep_rgb(mixed_batch())
-    assert kept["path"].tolist() == ["s3://b/train/n1/img0.JPEG", "s3://b/train/n1/img2.JPEG"]
-    assert [image.max() for image in kept["image"]] == [0, 1]
 
 
 def test_labels_from_folders_rebuild_the_standin_labels_file():
