@@ -237,8 +237,23 @@ def _not_started(function: Callable) -> bool:
         return False
 
 
-def _dies_once(count_to: Callable[[dict], None], crash_after: int) -> Callable[[dict], None]:
-    """``count_to`` as a Ray Train function whose worker dies on the first attempt, after reporting ``crash_after``.
+class _Crash:
+    """Remembers whether the check's worker has died yet: it dies once, whatever the learner's function reports."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def happened(self) -> bool:
+        return self.done
+
+    def now(self) -> bool:
+        """True the first time only: the caller dies."""
+        first, self.done = not self.done, True
+        return first
+
+
+def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any) -> Callable[[dict], None]:
+    """``count_to`` as a Ray Train function whose worker dies once (the ``_Crash`` actor), after ``crash_after``.
 
     The worker is killed as the next step is about to be reported, a moment after the last report
     reached Ray Train: as a lost machine would be, between two checkpoints.
@@ -249,16 +264,17 @@ def _dies_once(count_to: Callable[[dict], None], crash_after: int) -> Callable[[
         import signal
         import time
 
+        import ray
         import ray.train
 
-        first_attempt = ray.train.get_checkpoint() is None
+        attempt = 2 if ray.get(crash.happened.remote()) else 1
         report = ray.train.report
 
         def report_or_die(metrics: dict, *args: Any, **kwargs: Any) -> None:
-            if first_attempt and metrics.get("step") == crash_after + 1:
+            if metrics.get("step") == crash_after + 1 and attempt == 1 and ray.get(crash.now.remote()):
                 time.sleep(1.0)  # Ray Train collects the previous report
                 os.kill(os.getpid(), signal.SIGKILL)
-            report(metrics, *args, **kwargs)
+            report({**metrics, "attempt": attempt}, *args, **kwargs)
 
         ray.train.report = report_or_die
         try:
@@ -271,6 +287,7 @@ def _dies_once(count_to: Callable[[dict], None], crash_after: int) -> Callable[[
 
 def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdict:
     """02b.1: ``count_to`` reports steps with checkpoints and resumes; ``failure_config`` allows a restart."""
+    import ray
     import ray.train
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -292,8 +309,9 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
                 else ""
             )
         )
+        crash = ray.remote(num_cpus=0)(_Crash).remote()
         trainer = TorchTrainer(
-            _dies_once(count_to, RESUME_CRASH_AFTER),
+            _dies_once(count_to, RESUME_CRASH_AFTER, crash),
             train_loop_config={"steps": RESUME_STEPS},
             scaling_config=ScalingConfig(num_workers=1),
             torch_config=torch_config(),
@@ -308,31 +326,37 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             result = trainer.fit()
         except ray.train.TrainingFailedError as error:
             raise AssertionError(
-                "the run failed: " + str(error).strip().splitlines()[-1][:200] + ". Read the error: is it in your "
-                "function, or did the worker's death end the run? Then `max_failures` does not reach the trainer."
+                "the run failed: " + str(error).strip().splitlines()[-1][:200] + ". The worker dies only once: "
+                "look for the error in your function"
             ) from None
+        finally:
+            ray.kill(crash)
         assert result.checkpoint is not None, (
             "no checkpoint was reported: pass `checkpoint=ray.train.Checkpoint.from_directory(folder)` to "
             "`ray.train.report`, or a restart has nothing to go on from"
         )
-        steps = [int(step) for step in result.metrics_dataframe["step"]]
-        restarts = [i for i in range(1, len(steps)) if steps[i] <= steps[i - 1]]
-        assert restarts, (
-            f"the worker was to die after step {RESUME_CRASH_AFTER}, but the steps reported were {steps}: call "
-            "`ray.train.report(...)` once per step, as the lesson does"
+        reports = result.metrics_dataframe
+        before, after = (reports.loc[reports["attempt"] == n, "step"].astype(int).tolist() for n in (1, 2))
+        assert after, (
+            f"the worker was to die after step {RESUME_CRASH_AFTER}, but the steps reported were {before}, with no "
+            "restart: call `ray.train.report(...)` once per step, as the lesson does"
         )
-        restarted_at = steps[restarts[0]]
-        assert restarted_at > 1, (
-            f"after the restart your function counted from 1 again (steps reported: {steps}): start from the step "
-            "saved in `ray.train.get_checkpoint()` when it is not None"
+        assert after[0] != 1, (
+            f"after the restart your function counted from 1 again (steps reported before the crash: {before}, "
+            f"after: {after}): start after the step saved in `ray.train.get_checkpoint()` when it is not None"
         )
-        assert steps[-1] == RESUME_STEPS, (
-            f"the last step reported is {steps[-1]}, but `loop_config['steps']` was {RESUME_STEPS}: count to the "
+        assert after[0] == before[-1] + 1, (
+            f"the last checkpoint before the crash was step {before[-1]}, but after the restart your function went "
+            f"on with step {after[0]}: save the step in each checkpoint and go on right after it"
+        )
+        assert after[-1] == RESUME_STEPS, (
+            f"the last step reported is {after[-1]}, but `loop_config['steps']` was {RESUME_STEPS}: count to the "
             "number the loop config gives"
         )
-        assert steps[restarts[0] :] == list(range(restarted_at, RESUME_STEPS + 1)), (
-            f"after the restart the steps were {steps[restarts[0] :]}: report each step once, one after another"
+        assert after == list(range(after[0], RESUME_STEPS + 1)), (
+            f"after the restart the steps were {after}: report each step once, one after another"
         )
+        restarted_at = after[0]
         return (
             f"the worker died after step {RESUME_CRASH_AFTER}; Ray Train restarted it and your function went on "
             f"from step {restarted_at - 1} to {RESUME_STEPS}"

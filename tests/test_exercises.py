@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ray.train import ScalingConfig
+from ray.train import FailureConfig, ScalingConfig
 
 from helpers import exercises
 from helpers.models import standin_processor
@@ -116,6 +116,52 @@ def test_scaling():
         return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
 
     expect(exercises.check_scaling(right), exercises.DONE)
+
+
+def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
+    def counter(loop_config):  # never run: the FailureConfig is refused first
+        pass
+
+    expect(exercises.check_resume(counter, None), exercises.WRONG, "make it a `FailureConfig`")
+    expect(exercises.check_resume(counter, FailureConfig(max_failures=0)), exercises.WRONG, "exactly one restart")
+    expect(exercises.check_resume(counter, FailureConfig(max_failures=-1)), exercises.WRONG, "would never stop")
+    expect(exercises.check_resume(todo, FailureConfig(max_failures=1)), exercises.NOT_DONE)
+
+
+@pytest.mark.cluster
+def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
+    """02b.1 on Ray Train: the answers of a learner who half-understood are refused, the right one passes."""
+    import tempfile
+    from pathlib import Path
+
+    import ray
+    import ray.train
+
+    from helpers.cluster import init_ray
+
+    init_ray()
+
+    def count(loop_config, resume=True, with_checkpoint=True, steps=None):
+        start = 0
+        checkpoint = ray.train.get_checkpoint()
+        if resume and checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                start = int(Path(folder, "step.txt").read_text())
+        for step in range(start + 1, (steps or loop_config["steps"]) + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                saved = ray.train.Checkpoint.from_directory(folder) if with_checkpoint else None
+                ray.train.report({"step": step}, checkpoint=saved)
+
+    one_restart = FailureConfig(max_failures=1)
+    from_scratch = lambda c: count(c, resume=False)  # noqa: E731
+    expect(exercises.check_resume(from_scratch, one_restart), exercises.WRONG, "counted from 1 again")
+    no_checkpoint = lambda c: count(c, with_checkpoint=False)  # noqa: E731
+    expect(exercises.check_resume(no_checkpoint, one_restart), exercises.WRONG, "no checkpoint was reported")
+    ten_steps = lambda c: count(c, steps=10)  # noqa: E731
+    expect(exercises.check_resume(ten_steps, one_restart), exercises.WRONG, "count to the number the loop config")
+    expect(exercises.check_resume(count, one_restart), exercises.DONE, "went on")
+    ray.shutdown()
 
 
 def test_mirror_half():
