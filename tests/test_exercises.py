@@ -162,6 +162,8 @@ def test_the_ray_data_checks():
     same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
     expect(exercises.check_epoch_order(in_order), exercises.WRONG, "nothing was shuffled")
     expect(exercises.check_epoch_order(same_seed), exercises.WRONG, "epochs 0 and 1 give the same order")
+    no_seed = lambda ds, epoch: ds.random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
+    expect(exercises.check_epoch_order(no_seed), exercises.WRONG, "every random step needs a seed")
 
     ray.shutdown()
 
