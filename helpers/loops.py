@@ -87,10 +87,3 @@ def report_epoch(
                 save(Path(folder))
             checkpoint = Checkpoint.from_directory(folder)
         ray.train.report(metrics, checkpoint=checkpoint)  # every worker reports, or training waits for it
-
-
-def load_weights(model: nn.Module, checkpoint: Checkpoint) -> nn.Module:
-    """``model`` with the weights that :func:`report_epoch` saved in ``checkpoint``."""
-    with checkpoint.as_directory() as folder:
-        model.load_state_dict(torch.load(Path(folder) / WEIGHTS_FILE))
-    return model
