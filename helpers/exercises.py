@@ -430,45 +430,208 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
     from helpers.cifar import normalize
 
     def run() -> str:
-        images = np.random.default_rng(0).integers(0, 256, (16, 32, 32, 3), dtype=np.uint8)
-        out = attempt(normalize_batch, {"image": images.copy(), "label": np.arange(16)})
+        # images of a size the lesson never used, so that no shape can be written in by hand
+        images = np.random.default_rng(0).integers(0, 256, (6, 24, 20, 3), dtype=np.uint8)
+        labels = np.array([3, 1, 4, 1, 5, 9])
+        out = attempt(normalize_batch, {"image": images.copy(), "label": labels.copy()})
+        assert isinstance(out, Mapping) and {"image", "label"} <= set(out), (
+            f"it returned {type(out).__name__}{' with ' + str(sorted(out)) if isinstance(out, Mapping) else ''}: "
+            "`map_batches` wants the batch back, a dict with both columns, `image` and `label`"
+        )
         result = np.asarray(out["image"])
-        assert result.shape == (16, 3, 32, 32), (
-            f"images of shape {result.shape}: the model takes channels first, (N, 3, 32, 32)"
+        assert result.shape == (6, 3, 24, 20), (
+            f"6 images of 24x20 pixels came back with shape {result.shape}: channels go first, (N, C, H, W), "
+            "whatever the image size (`transpose`, not a reshape to 32x32)"
         )
-        assert result.dtype == np.float32, f"{result.dtype} images: the model takes float32"
-        assert np.allclose(result, normalize(images), atol=1e-5), (
-            f"values from {result.min():.2f} to {result.max():.2f}; the lesson's images go from -1 to 1: scale "
-            "to [0, 1] first, then subtract the mean and divide by the standard deviation (0.5 each)"
+        assert result.dtype == np.float32, (
+            f"{result.dtype} images: the model's weights are float32, so its images must be too"
         )
-        assert np.array_equal(out["label"], np.arange(16)), "the labels changed: keep them as they are"
-        return "the same values as the lesson's `normalize`, ready for `map_batches`"
+        expected = normalize(images)
+        if not np.allclose(result, expected, atol=1e-5):
+            assert not math.isclose(float(result.mean()), 0, abs_tol=1e-3) or not math.isclose(
+                float(result.std()), 1, rel_tol=1e-2
+            ), (
+                "every batch comes out with mean 0 and std 1: you standardised by the batch's own statistics, so the "
+                "same image gets other values in another batch. Use the fixed mean and std of the lesson (0.5 and 0.5)"
+            )
+            raise AssertionError(
+                f"values from {result.min():.2f} to {result.max():.2f}; the lesson's images go from -1 to 1: scale "
+                "to [0, 1] first (divide by 255), then subtract the mean, divide by the standard deviation (0.5 each)"
+            )
+        assert np.array_equal(np.asarray(out["label"]), labels), "the labels changed: keep them as they are"
+        return "the same values as the lesson's `normalize` on images of another size, labels kept"
 
     return _check("04.1", run)
 
 
-def check_schedule(make_schedule: Callable[[torch.optim.Optimizer, int], Any]) -> Verdict:
-    """04.2: ``make_schedule(optimizer, total_steps)`` lowers the learning rate to near 0 by the last step."""
+def hidden_model() -> torch.nn.Module:
+    """The model 04.2's check trains: a linear classifier of (3, 4, 4) inputs into 2 classes, the same on every call."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 2))
+
+
+def hidden_problem(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """04.2's data, not the lesson's: (rows, 3, 4, 4) float32 noise, label 1 where channel 0 is brighter than 1."""
+    images = np.random.default_rng(seed).normal(size=(rows, 3, 4, 4)).astype(np.float32)
+    return images, (images[:, 0].mean(axis=(1, 2)) > images[:, 1].mean(axis=(1, 2))).astype(np.int64)
+
+
+def untouched(function: Callable) -> bool:
+    """True while ``function``'s body is only ``raise NotImplementedError``: a costly check then starts nothing."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
+        return False
+    body = [s for s in tree.body[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
+
+
+def _observed(loop_config: dict) -> None:
+    """Runs on each Ray Train worker: the learner's function, then whether the workers' models agree."""
+    import ray.train
+
+    config = dict(loop_config)
+    learner, tally = config.pop("learner"), config.pop("tally")
+    made: list[torch.nn.Module] = []
+
+    def make_model() -> torch.nn.Module:
+        made.append(hidden_model())
+        return made[-1]
+
+    learner(config | {"make_model": make_model})
+    spread = -1.0  # no model built with make_model
+    if made:
+        weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
+        everyone = [torch.zeros_like(weights) for _ in range(ray.train.get_context().get_world_size())]
+        torch.distributed.all_gather(everyone, weights)
+        spread = max(float((other - everyone[0]).abs().max()) for other in everyone)
+    tally.add.remote(rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread)
+
+
+def _failure(error: Exception) -> str:
+    """The first line of what a worker raised, out of Ray Train's report of a failed run."""
+    text = str(error)
+    for line in reversed(text.splitlines()):
+        if line.strip() and not line.startswith((" ", "Traceback")) and ":" in line:
+            return line.strip()[:200]
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
+    """04.2: ``train_from_shard(loop_config)`` trains on Ray Train from ``get_dataset_shard("train")``, one report
+    with a checkpoint per epoch; run on 2 CPU workers with a small problem of the check's own."""
+    import tempfile
+
+    import ray
+    import ray.data
+    from ray.train import CheckpointConfig, LoggingConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from helpers.distributed import torch_config
+    from helpers.loops import WEIGHTS_FILE
+    from helpers.measure import Tally
 
     def run() -> str:
-        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
-        schedule = attempt(make_schedule, optimizer, 100)
-        assert isinstance(schedule, torch.optim.lr_scheduler.LRScheduler), (
-            f"it returned a {type(schedule).__name__}: return a scheduler from torch.optim.lr_scheduler"
-        )
-        rates = []
-        for _ in range(100):
-            rates.append(optimizer.param_groups[0]["lr"])
-            optimizer.step()
-            schedule.step()
-        assert max(rates) <= 0.1 + 1e-9, f"the rate reached {max(rates):.3f}, above the optimizer's 0.1"
-        assert rates[-1] < 0.01, (
-            f"after 100 steps the rate is still {rates[-1]:.4f} (it started at {rates[0]:.3f}): the schedule must "
-            "cover all `total_steps`, and call `schedule.step()` once per optimizer step"
-        )
-        return f"the rate goes from {rates[0]:.3f} to {rates[-1]:.4f} over 100 steps"
+        if untouched(train_from_shard):
+            raise _NotDone
+        images, labels = hidden_problem(512, seed=1)
+        train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
+        epochs, tally = 3, Tally.remote()
+        loop_config = {"epochs": epochs, "batch_size": 32, "lr": 0.05, "learner": train_from_shard, "tally": tally}
+        with tempfile.TemporaryDirectory() as storage:
+            trainer = TorchTrainer(
+                _observed,
+                train_loop_config=loop_config,
+                datasets={"train": train},
+                scaling_config=ScalingConfig(num_workers=workers),
+                torch_config=torch_config(),
+                run_config=RunConfig(
+                    name="exercise-04.2",
+                    storage_path=storage,
+                    checkpoint_config=CheckpointConfig(num_to_keep=None),
+                    logging_config=LoggingConfig(log_level="ERROR"),
+                ),
+            )
+            try:
+                result = trainer.fit()
+            except Exception as error:  # the learner's error, raised in a worker
+                found = _failure(error)
+                if "NotImplementedError" in found:
+                    raise _NotDone from None
+                raise AssertionError(
+                    f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
+                    'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
+                    "`image` and `label`"
+                ) from None
+            return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers)
 
     return _check("04.2", run)
+
+
+def _judge_train_run(result: Any, workers_seen: pd.DataFrame, epochs: int, weights_file: str, workers: int) -> str:
+    """04.2's findings on a finished run: the reports, the checkpoint, the workers' agreement, the model's skill."""
+    import os
+
+    models = workers_seen["models"].tolist() if len(workers_seen) else []
+    assert models and min(models) >= 1, (
+        'the check\'s model was never built: make it with `loop_config["make_model"]()` (the check trains a model '
+        "of its own on data of its own)"
+    )
+    assert result.checkpoint is not None, (
+        "no checkpoint reached Ray Train: every worker calls `ray.train.report(metrics, checkpoint=...)` once per "
+        "epoch; rank 0 passes `Checkpoint.from_directory(folder)` of a folder holding the weights, the others "
+        "`checkpoint=None`"
+    )
+    reports = len(result.metrics_dataframe)
+    assert reports == epochs, (
+        f"{reports} report(s) with a checkpoint for {epochs} epochs: report once per epoch, and train for "
+        '`loop_config["epochs"]` epochs (the check asks for a number you have not seen)'
+    )
+    losses = result.metrics_dataframe.get("loss")
+    assert losses is not None and losses.notna().all(), (
+        f"your reports hold {sorted(result.metrics)}: report the epoch's mean training loss as `loss`"
+    )
+    assert losses.nunique() > 1, (
+        f"the same loss, {losses.iloc[0]}, in every report: report the loss that this epoch's training computed"
+    )
+    with result.checkpoint.as_directory() as folder:
+        path = os.path.join(folder, weights_file)
+        assert os.path.exists(path), (
+            f"the checkpoint holds {sorted(os.listdir(folder))}, no `{weights_file}`: save the state dict with "
+            f"`torch.save(..., os.path.join(folder, WEIGHTS_FILE))` before `Checkpoint.from_directory(folder)`"
+        )
+        weights = torch.load(path)
+    wrapped = [name for name in weights if name.startswith("module.")]
+    assert not wrapped, (
+        f"the saved weights are named `{wrapped[0]}`: that is the DistributedDataParallel wrapper's state dict, "
+        "which a plain model cannot load. Save the unwrapped module's: `model.module.state_dict()`"
+    )
+    model = hidden_model()
+    model.load_state_dict(weights)
+    spread = float(workers_seen["spread"].max())
+    assert spread <= 1e-5, (
+        f"the {workers} workers ended with different weights (by up to {spread:.3f}): each trained a copy of its own "
+        "on its share of the data. `ray.train.torch.prepare_model(model)` wraps it so that the workers average "
+        "their gradients at every step"
+    )
+    images, labels = hidden_problem(400, seed=2)  # examples no worker saw
+    with torch.no_grad():
+        accuracy = float((model(torch.from_numpy(images)).argmax(-1).numpy() == labels).mean())
+    assert accuracy >= 0.8, (
+        f"the model of the last checkpoint is right on {accuracy:.0%} of new examples (chance: 50%): does every batch "
+        "of every epoch go through the loss, `backward()` and `optimizer.step()`, with the optimizer's lr from "
+        "`loop_config`? Is the checkpoint saved after the epoch's training?"
+    )
+    return (
+        f"{workers} workers trained one model from their shards: {epochs} reports with a checkpoint, unwrapped "
+        f"weights that load into a plain model, right on {accuracy:.0%} of examples it never saw"
+    )
 
 
 # --- 05: the data-loading playbook ---------------------------------------------------------------------
@@ -495,20 +658,100 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
     return _check("05.1", run)
 
 
-def check_cached(cached: Callable[[Any], Any]) -> Verdict:
-    """05.2: ``cached(ds)`` runs the dataset's expensive steps once and keeps the result."""
+def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]:
+    """The ``id``s each worker's iterator yields, read at once in threads as Ray Train's workers read theirs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(iterator: Any) -> np.ndarray:
+        batches = [np.asarray(batch["id"]) for batch in iterator.iter_batches(batch_size=None)]
+        return np.concatenate([*batches, np.empty(0, int)])
+
+    pool = ThreadPoolExecutor(len(iterators))
+    try:
+        futures = [pool.submit(read, iterator) for iterator in iterators]
+        return [future.result(timeout=timeout_s) for future in futures]
+    except TimeoutError:
+        raise AssertionError(
+            f"reading the workers' iterators did not end within {timeout_s:.0f} s: does every worker have an "
+            "iterator of its own (one per split of `streaming_split`, or `ds.iterator()`)?"
+        ) from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_quick_validation(config_class: type) -> Verdict:
+    """05.2: ``config_class(valid_rows=n)`` is a DataConfig whose ``configure`` splits every dataset equally between
+    the workers, except ``valid``: every worker gets the same ``n`` rows of it, whole."""
+    import ray
     import ray.data
-    from ray.data.dataset import MaterializedDataset
+    from ray.data import DataIterator
+    from ray.train import DataConfig
+
+    def configured(config: Any, name: str, ds: Any, world_size: int) -> list:
+        """What Ray Train does with ``config``: ``configure`` once per dataset, with a one-entry dict."""
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
+        except _Raised as raised:
+            hint = ""
+            if "KeyError" in str(raised):
+                hint = (
+                    ": Ray Train calls `configure` once per dataset, with a one-entry `datasets` dict; loop over "
+                    "`datasets.items()` instead of looking names up"
+                )
+            raise AssertionError(f"`configure` for the `{name}` dataset {raised}{hint}") from None
+        assert isinstance(per_worker, list | tuple) and len(per_worker) == world_size, (
+            f"`configure` returned {type(per_worker).__name__} "
+            f"{'of ' + str(len(per_worker)) if hasattr(per_worker, '__len__') else ''} for world_size={world_size}: "
+            "return a list with one dict per worker, `world_size` of them"
+        )
+        iterators = [worker.get(name) if isinstance(worker, dict) else None for worker in per_worker]
+        for rank, iterator in enumerate(iterators):
+            assert isinstance(iterator, DataIterator), (
+                f"worker {rank}'s `{name}` is {type(iterator).__name__}: each worker's dict maps the dataset's name "
+                "to an iterator, `ds.iterator()` (the whole dataset) or one of `ds.streaming_split(...)` (a share)"
+            )
+        return _ids_per_worker(iterators)
 
     def run() -> str:
-        ds = ray.data.range(100, override_num_blocks=4).map_batches(lambda batch: {"id": batch["id"] * 2})
-        kept = attempt(cached, ds)
-        assert isinstance(kept, MaterializedDataset), (
-            f"it returned a {type(kept).__name__}: a lazy dataset reruns every step each epoch; one method "
-            "runs them now and keeps the blocks in the object store"
+        workers = 3  # not the lesson's 2
+        config = attempt(config_class, valid_rows=25)
+        assert isinstance(config, DataConfig), (
+            f"it made a {type(config).__name__}: `TorchTrainer(dataset_config=...)` takes a DataConfig, so subclass it"
         )
-        ids = sorted(kept.to_pandas()["id"].tolist())
-        assert ids == [2 * i for i in range(100)], "the rows changed: keep the dataset's own steps, add nothing"
-        return f"materialized: {kept.num_blocks()} blocks in the object store, the same 100 rows"
+        valid = ray.data.range(60).map_batches(lambda b: {"id": b["id"] + 1000})
+        for name, size in (("train", 300), ("test", 90)):  # `test`: a dataset the exercise never named
+            rows = configured(config, name, ray.data.range(size), workers)
+            counts = [len(r) for r in rows]
+            assert not all(count == size for count in counts), (
+                f"every worker got all {size} `{name}` rows: every dataset but `valid` is split between the workers "
+                "(`ds.streaming_split(world_size, equal=True, ...)`, one shard per worker)"
+            )
+            assert sorted(np.concatenate(rows).tolist()) == list(range(size)), (
+                f"the {workers} workers' `{name}` shards hold {sum(counts)} rows for {size} in the dataset: every row "
+                "goes to exactly one worker"
+            )
+            assert len(set(counts)) == 1, (
+                f"the workers got {counts} `{name}` rows: ask for equal shares (`equal=True`), or the workers take "
+                "different numbers of steps and wait for each other"
+            )
+        rows = configured(config, "valid", valid, workers)
+        counts = [len(r) for r in rows]
+        assert not all(count == 60 for count in counts), (
+            "every worker got all 60 `valid` rows: keep `valid_rows` of them (the config was made with `valid_rows=25`)"
+        )
+        sets = [sorted(r.tolist()) for r in rows]
+        assert all(s == sets[0] for s in sets), (
+            f"the workers got different `valid` rows ({counts} rows): every worker evaluates on the same rows, "
+            "whole (`.iterator()` of one limited dataset), not on a share"
+        )
+        assert counts[0] == 25 and len(set(sets[0])) == 25 and set(sets[0]) <= set(range(1000, 1060)), (
+            f"each worker got {counts[0]} `valid` rows, the config was made with `valid_rows=25`: use the value "
+            "kept in `__init__`, not a number of your own"
+        )
+        return (
+            f"on {workers} workers: `train` and an unseen `test` split equally, every worker the same 25 `valid` "
+            "rows, whole"
+        )
 
     return _check("05.2", run)

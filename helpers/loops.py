@@ -1,4 +1,4 @@
-"""Plain PyTorch epoch loops, and reporting an epoch to Ray Train: shared by notebooks 04 and 05."""
+"""Plain PyTorch epoch loops (notebook 04), and reporting an epoch to Ray Train (``make bench``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ WEIGHTS_FILE = "model.pt"  # a plain PyTorch checkpoint: the state dict of the u
 
 
 def pairs(batches: Iterable[dict[str, torch.Tensor]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(images, labels) tuples from Ray Data's dict batches, so the same loops serve both."""
+    """(images, labels) tuples from Ray Data's dict batches, so the same loops serve ``DataLoader``s and Ray Data."""
     for batch in batches:
         yield batch["image"], batch["label"]
 
@@ -87,10 +87,3 @@ def report_epoch(
                 save(Path(folder))
             checkpoint = Checkpoint.from_directory(folder)
         ray.train.report(metrics, checkpoint=checkpoint)  # every worker reports, or training waits for it
-
-
-def load_weights(model: nn.Module, checkpoint: Checkpoint) -> nn.Module:
-    """``model`` with the weights that :func:`report_epoch` saved in ``checkpoint``."""
-    with checkpoint.as_directory() as folder:
-        model.load_state_dict(torch.load(Path(folder) / WEIGHTS_FILE))
-    return model

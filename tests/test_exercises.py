@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
-from ray.train import FailureConfig, ScalingConfig
+from ray.train import DataConfig, FailureConfig, ScalingConfig
 
 from helpers import exercises
 from helpers.models import standin_processor
@@ -182,34 +184,9 @@ def test_mirror_half():
     expect(exercises.check_mirror_half(half), exercises.DONE, "50% of 64 images")
 
 
-def test_normalize_batch():
-    def channels_last(batch):
-        return {"image": batch["image"].astype(np.float32) / 127.5 - 1, "label": batch["label"]}
-
-    def unscaled(batch):
-        return {"image": batch["image"].astype(np.float32).transpose(0, 3, 1, 2), "label": batch["label"]}
-
-    def right(batch):
-        return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2), "label": batch["label"]}
-
-    expect(exercises.check_normalize_batch(channels_last), exercises.WRONG, "channels first")
-    expect(exercises.check_normalize_batch(unscaled), exercises.WRONG, "from -1 to 1")
-    expect(exercises.check_normalize_batch(right), exercises.DONE)
-
-
-def test_schedule():
-    def too_short(optimizer, total_steps):
-        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=10 * total_steps)
-
-    expect(exercises.check_schedule(lambda o, n: "cosine"), exercises.WRONG, "return a scheduler")
-    expect(exercises.check_schedule(too_short), exercises.WRONG, "cover all `total_steps`")
-    right = lambda o, n: torch.optim.lr_scheduler.LinearLR(o, 1.0, 0.0, total_iters=n)  # noqa: E731
-    expect(exercises.check_schedule(right), exercises.DONE)
-
-
 @pytest.mark.cluster
 def test_the_ray_data_checks():
-    """03.1, 05.1 and 05.2 run Ray Data: on the test cluster, or a local Ray."""
+    """03.1 and 05.1 run Ray Data: on the test cluster, or a local Ray."""
     import ray
     import ray.data
     from ray.data.expressions import col
@@ -234,7 +211,261 @@ def test_the_ray_data_checks():
     same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
     expect(exercises.check_epoch_order(in_order), exercises.WRONG, "nothing was shuffled")
     expect(exercises.check_epoch_order(same_seed), exercises.WRONG, "epochs 0 and 1 give the same order")
+    no_seed = lambda ds, epoch: ds.random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
+    expect(exercises.check_epoch_order(no_seed), exercises.WRONG, "every random step needs a seed")
 
-    expect(exercises.check_cached(lambda ds: ds), exercises.WRONG, "a lazy dataset reruns every step")
-    expect(exercises.check_cached(lambda ds: ds.materialize()), exercises.DONE)
+    ray.shutdown()
+
+
+# --- 04 and 05
+
+
+def test_normalize_batch():
+    def channels_last(batch):
+        return {"image": batch["image"].astype(np.float32) / 127.5 - 1, "label": batch["label"]}
+
+    def unscaled(batch):
+        return {"image": batch["image"].astype(np.float32).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    def cifar_shape_written_in(batch):  # right on 32x32 images only
+        pixels = (batch["image"].astype(np.float32) / 127.5 - 1).reshape(len(batch["image"]), 3, 32, 32)
+        return {"image": pixels, "label": batch["label"]}
+
+    def float64(batch):
+        return {"image": (batch["image"] / 127.5 - 1).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    def batch_statistics(batch):  # standardised by each batch's own mean and std
+        pixels = batch["image"].astype(np.float32)
+        return {"image": ((pixels - pixels.mean()) / pixels.std()).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    def images_only(batch):
+        return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2)}
+
+    def right(batch):
+        return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    check = exercises.check_normalize_batch
+    expect(check(channels_last), exercises.WRONG, "channels go first")
+    expect(check(cifar_shape_written_in), exercises.WRONG, "it raised ValueError")
+    expect(check(unscaled), exercises.WRONG, "from -1 to 1", "divide by 255")
+    expect(check(float64), exercises.WRONG, "float64 images", "float32")
+    expect(check(batch_statistics), exercises.WRONG, "the batch's own statistics")
+    expect(check(images_only), exercises.WRONG, "both columns")
+    expect(check(right), exercises.DONE, "images of another size")
+
+
+def test_an_untouched_ray_train_exercise_starts_nothing():
+    import ray
+
+    def train_from_shard(loop_config):
+        raise NotImplementedError  # your code
+
+    expect(exercises.check_train_from_shard(train_from_shard), exercises.NOT_DONE)
+    assert not ray.is_initialized(), "the check started Ray for an exercise not yet begun"
+
+
+def trained_weights(steps: int = 150) -> dict:
+    """The check's model trained well on its problem, in this process (what a right answer's checkpoint holds)."""
+    model = exercises.hidden_model()
+    images, labels = exercises.hidden_problem(512, seed=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(images)), torch.from_numpy(labels))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def finished_run(tmp_path, weights=None, losses=(0.6, 0.4, 0.3), file_name=None):
+    """What `TorchTrainer.fit()` returns, as far as 04.2's judge reads it: the last checkpoint and the reports."""
+    import pandas as pd
+    from ray.train import Checkpoint
+
+    from helpers.loops import WEIGHTS_FILE
+
+    checkpoint = None
+    if weights is not None:
+        folder = tmp_path / "checkpoint"
+        folder.mkdir()
+        torch.save(weights, folder / (file_name or WEIGHTS_FILE))
+        checkpoint = Checkpoint.from_directory(str(folder))
+    reports = pd.DataFrame({"loss": list(losses)}) if losses is not None else pd.DataFrame({"epoch": [0, 1, 2]})
+    return SimpleNamespace(checkpoint=checkpoint, metrics=reports.iloc[-1].to_dict(), metrics_dataframe=reports)
+
+
+def judged(result, models=(1, 1), spread=0.0) -> exercises.Verdict:
+    import pandas as pd
+
+    from helpers.loops import WEIGHTS_FILE
+
+    workers = pd.DataFrame({"rank": range(len(models)), "models": list(models), "spread": spread})
+    return exercises._check("04.2", lambda: exercises._judge_train_run(result, workers, 3, WEIGHTS_FILE, 2))
+
+
+def test_the_ray_train_exercise_rejects_runs_that_went_wrong(tmp_path):
+    """04.2's judge, on what the runs of typical wrong answers leave behind (no Ray: a run is costly)."""
+    good = trained_weights()
+    run = lambda name, **kw: finished_run(tmp_path / name, **kw)  # noqa: E731
+    for name in ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j"):
+        (tmp_path / name).mkdir()
+    # a model of the learner's own instead of loop_config["make_model"]()
+    expect(judged(run("a", weights=good), models=(0, 0)), exercises.WRONG, "make_model")
+    # ray.train.report(metrics) without a checkpoint
+    expect(judged(run("b")), exercises.WRONG, "no checkpoint reached Ray Train", "Checkpoint.from_directory")
+    # one report after the last epoch, or a number of epochs written in by hand
+    expect(judged(run("c", weights=good, losses=[0.3])), exercises.WRONG, "1 report(s)", "once per epoch")
+    # metrics without the loss
+    expect(judged(run("d", weights=good, losses=None)), exercises.WRONG, "as `loss`")
+    # a loss written in by hand
+    expect(judged(run("e", weights=good, losses=[0.0, 0.0, 0.0])), exercises.WRONG, "the same loss")
+    # the weights saved under another name
+    expect(judged(run("f", weights=good, file_name="weights.pt")), exercises.WRONG, "no `model.pt`")
+    # the DDP wrapper's state dict
+    wrapped = {f"module.{name}": value for name, value in good.items()}
+    expect(judged(run("g", weights=wrapped)), exercises.WRONG, "module.", "model.module.state_dict()")
+    # no prepare_model: each worker trained its own copy
+    expect(judged(run("h", weights=good), spread=0.3), exercises.WRONG, "different weights", "prepare_model")
+    # a checkpoint of a model that did not learn (no optimizer.step(), or saved before training)
+    untrained = exercises.hidden_model().state_dict()
+    expect(judged(run("i", weights=untrained)), exercises.WRONG, "of new examples", "optimizer.step()")
+    expect(judged(run("j", weights=good)), exercises.DONE, "3 reports with a checkpoint")
+
+
+@pytest.mark.cluster
+def test_the_ray_train_exercise_on_two_workers():
+    """04.2 runs the learner's function in a real TorchTrainer: a right answer, one without prepare_model, one
+    reading a column the data does not have."""
+    import os
+    import tempfile
+
+    import ray
+    import ray.train
+    import ray.train.torch
+    from ray.train import Checkpoint
+
+    from helpers.cluster import configure_ray_data, init_ray
+    from helpers.loops import WEIGHTS_FILE, train_epoch
+
+    init_ray()
+    configure_ray_data()
+
+    def trainer_function(prepare: bool, column: str = "image"):
+        def train_from_shard(loop_config):
+            model = loop_config["make_model"]()
+            model = ray.train.torch.prepare_model(model) if prepare else model
+            optimizer = torch.optim.AdamW(model.parameters(), lr=loop_config["lr"])
+            shard = ray.train.get_dataset_shard("train")
+            for _ in range(loop_config["epochs"]):
+                pairs = (
+                    (b[column], b["label"]) for b in shard.iter_torch_batches(batch_size=loop_config["batch_size"])
+                )
+                loss = train_epoch(model, pairs, optimizer, torch.device("cpu"), progress=False)
+                with tempfile.TemporaryDirectory() as folder:
+                    checkpoint = None
+                    if ray.train.get_context().get_world_rank() == 0:
+                        torch.save(getattr(model, "module", model).state_dict(), os.path.join(folder, WEIGHTS_FILE))
+                        checkpoint = Checkpoint.from_directory(folder)
+                    ray.train.report({"loss": loss}, checkpoint=checkpoint)
+
+        return train_from_shard
+
+    expect(exercises.check_train_from_shard(trainer_function(prepare=False)), exercises.WRONG, "prepare_model")
+    expect(
+        exercises.check_train_from_shard(trainer_function(prepare=True, column="x")),
+        exercises.WRONG,
+        "a worker raised",
+        "KeyError",
+    )
+    expect(exercises.check_train_from_shard(trainer_function(prepare=True)), exercises.DONE)
+    ray.shutdown()
+
+
+class QuickValidation(DataConfig):
+    """05.2's right answer; the wrong ones below change one thing of it."""
+
+    def __init__(self, valid_rows: int) -> None:
+        super().__init__()
+        self.valid_rows = valid_rows
+
+    def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+        per_rank = [{} for _ in range(world_size)]
+        for name, ds in datasets.items():
+            if name == "valid":
+                self.give_valid(ds, per_rank)
+            else:
+                self.split(name, ds, per_rank)
+        return per_rank
+
+    def give_valid(self, ds, per_rank):
+        first = ds.limit(self.valid_rows).materialize()
+        for worker in per_rank:
+            worker["valid"] = first.iterator()
+
+    def split(self, name, ds, per_rank):
+        for worker, shard in zip(per_rank, ds.streaming_split(len(per_rank), equal=True), strict=True):
+            worker[name] = shard
+
+
+@pytest.mark.cluster
+def test_the_data_config_exercise():
+    import ray
+
+    from helpers.cluster import configure_ray_data, init_ray
+
+    init_ray()
+    configure_ray_data(preserve_order=False)  # as notebook 05
+
+    class Untouched(QuickValidation):
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            raise NotImplementedError
+
+    class TheBuiltIn(DataConfig):  # the lesson's own answer to another question: valid whole, all of it
+        def __init__(self, valid_rows):
+            super().__init__(datasets_to_split=["train"])
+
+    class TrainOnly(QuickValidation):  # splits `train` by name, gives every other dataset whole
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            per_rank = [{} for _ in range(world_size)]
+            for name, ds in datasets.items():
+                if name == "train":
+                    self.split(name, ds, per_rank)
+                elif name == "valid":
+                    self.give_valid(ds, per_rank)
+                else:
+                    for worker in per_rank:
+                        worker[name] = ds.iterator()
+            return per_rank
+
+    class SplitsValid(QuickValidation):  # a share of the limited validation set per worker
+        def give_valid(self, ds, per_rank):
+            for worker, shard in zip(per_rank, ds.limit(self.valid_rows).streaming_split(len(per_rank)), strict=True):
+                worker["valid"] = shard
+
+    class HundredRows(QuickValidation):  # the notebook's example value, written in
+        def give_valid(self, ds, per_rank):
+            first = ds.limit(100).materialize()
+            for worker in per_rank:
+                worker["valid"] = first.iterator()
+
+    class LooksNamesUp(QuickValidation):  # as if `configure` got every dataset at once
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            per_rank = [{} for _ in range(world_size)]
+            self.split("train", datasets["train"], per_rank)
+            self.give_valid(datasets["valid"], per_rank)
+            return per_rank
+
+    class TwoWorkers(QuickValidation):  # the lesson's number of workers, written in
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            return super().configure(datasets, 2, worker_handles, worker_node_ids)
+
+    check = exercises.check_quick_validation
+    expect(check(Untouched), exercises.NOT_DONE)
+    expect(check(TwoWorkers), exercises.WRONG, "world_size=3", "one dict per worker")
+    expect(check(LooksNamesUp), exercises.WRONG, "KeyError", "once per dataset")
+    expect(check(TheBuiltIn), exercises.WRONG, "all 90 `test` rows", "every dataset but `valid`")
+    expect(check(TrainOnly), exercises.WRONG, "all 90 `test` rows")
+    expect(check(SplitsValid), exercises.WRONG, "different `valid` rows", "whole")
+    expect(check(HundredRows), exercises.WRONG, "all 60 `valid` rows")
+    expect(check(QuickValidation), exercises.DONE, "every worker the same 25 `valid` rows")
     ray.shutdown()

@@ -77,3 +77,32 @@ def test_ray_data_workers_can_normalize_without_importing_torch():
     script = "import sys, helpers.cifar; print(sorted(m for m in ('torch', 'ray.train') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def notebook_function(notebook: str, name: str, namespace: dict):
+    """The function ``name`` as a notebook's cell defines it, run in ``namespace`` (the names the notebook imports)."""
+    import ast
+    import json
+
+    path = config.REPO_ROOT / "notebooks" / notebook
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse("".join(cell["source"]))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                exec(compile(ast.Module([node], []), path.name, "exec"), namespace)
+                return namespace[name]
+    raise AssertionError(f"{notebook} defines no function `{name}`")
+
+
+def test_notebook_04s_normalize_batch_and_its_helper_twin_agree():
+    """`make bench` maps helpers.cifar.normalize_batch over the images that notebook 04 maps its own over."""
+    from helpers.cifar import normalize_batch
+
+    written = notebook_function("04_cifar10_pytorch_to_ray.ipynb", "normalize_batch", {"normalize": normalize})
+    batch = {"image": np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8), "label": np.arange(4)}
+    ours, theirs = written(dict(batch)), normalize_batch(dict(batch))
+    assert ours.keys() == theirs.keys()
+    for column in ours:
+        np.testing.assert_array_equal(ours[column], theirs[column])
