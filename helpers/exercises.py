@@ -368,27 +368,111 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
 # --- 03: Ray Data --------------------------------------------------------------------------------------
 
 
-def check_read_rgb(read_rgb: Callable[[list[str]], Any], folders: list[str]) -> Verdict:
-    """03.1: ``read_rgb(folders)`` reads every image of ``folders``, grayscale ones converted to 3 channels."""
+CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's ViT with a new head, seeded
+
+
+def confident_checkpoint(folder: Path) -> Any:
+    """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained."""
+    from ray.train import Checkpoint
+    from ray.train.huggingface.transformers import RayTrainReportCallback
+    from transformers import set_seed
+
+    from helpers.config import get_sources
+    from helpers.models import load_classifier, load_processor
+
+    vit = get_sources().vit
+    set_seed(1)
+    model = load_classifier(vit, CONFIDENT_CLASSES)
+    torch.nn.init.normal_(model.classifier.weight, std=0.5)  # a head whose choice varies from image to image
+    torch.nn.init.zeros_(model.classifier.bias)
+    model_dir = folder / RayTrainReportCallback.CHECKPOINT_NAME
+    model.save_pretrained(model_dir)
+    load_processor(vit).save_pretrained(model_dir)
+    return Checkpoint.from_directory(folder)
+
+
+def unseen_images() -> list[np.ndarray]:
+    """Images no lesson showed: random pixels, sizes of their own, one grayscale (H, W) and one RGBA."""
+    rng = np.random.default_rng(3)
+    sizes = [(40, 56, 3), (64, 64, 3), (30, 90), (77, 45, 3), (52, 52, 4), (64, 80, 3), (33, 33, 3)]
+    return [rng.integers(0, 256, size, dtype=np.uint8) for size in sizes]
+
+
+def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """The predicted class name and its softmax probability for each image, computed here."""
+    from transformers import ViTForImageClassification, ViTImageProcessorPil
+
+    from helpers.features import pixel_values
+
+    with checkpoint.as_directory() as folder:
+        processor = ViTImageProcessorPil.from_pretrained(Path(folder) / "checkpoint")
+        model = ViTForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
+    with torch.no_grad():
+        probabilities = model(pixel_values=pixel_values(processor, images)).logits.softmax(-1)
+    confidence, ids = probabilities.max(-1)
+    return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy()
+
+
+def check_confident_classifier(classifier_class: type) -> Verdict:
+    """03.1: an actor class for ``map_batches`` that adds ``predicted`` and ``confidence`` to every row."""
+    import tempfile
+
     import ray.data
 
-    from helpers.ingest import add_shapes  # the lesson's own count of channels
-
     def run() -> str:
-        ds = attempt(read_rgb, folders)
-        assert isinstance(ds, ray.data.Dataset), f"it returned a {type(ds).__name__}: return the Dataset itself"
-        assert "path" in ds.columns(), (
-            f"the dataset's columns are {ds.columns()}: keep each image's file path (`include_paths=True`), "
-            "the lesson joins the labels on the file name"
+        if not isinstance(classifier_class, type):
+            raise AssertionError(
+                f"`{getattr(classifier_class, '__name__', classifier_class)}` is not a class: write a class whose "
+                "`__init__` loads the model once and whose `__call__` takes a batch, as `ImageClassifier` does"
+            )
+        if _not_started(classifier_class.__init__) or _not_started(classifier_class.__call__):
+            raise _NotDone
+        images = unseen_images()
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = confident_checkpoint(Path(folder))
+            names, confidence = _expected_confidence(checkpoint, images)
+            rows = [{"id": i, "image": image} for i, image in enumerate(images)]
+            try:
+                out = (
+                    ray.data.from_items(rows)
+                    .map_batches(
+                        classifier_class,
+                        fn_constructor_kwargs={"checkpoint": checkpoint},
+                        compute=ray.data.ActorPoolStrategy(size=1),
+                        batch_size=3,
+                    )
+                    .to_pandas()
+                    .sort_values("id")
+                )
+            except Exception as error:  # the learner's error, wrapped by Ray Data
+                last = [line for line in str(error).strip().splitlines() if line.strip()][-1]
+                raise AssertionError(f"running it on an actor pool raised: {last[:200]}") from None
+        assert {"predicted", "confidence"} <= set(out.columns), (
+            f"the rows have the columns {sorted(out.columns)}: add `predicted` and `confidence` to the batch"
         )
-        files = ray.data.read_binary_files(folders).count()
-        channels = ds.map_batches(add_shapes, batch_format="numpy").to_pandas()["channels"]
-        assert len(channels) == files, (
-            f"{len(channels)} images of the {files} files: none should be dropped this time, convert them instead"
+        assert {"id", "image"} <= set(out.columns), (
+            f"the rows have the columns {sorted(out.columns)}: add your columns to the batch and return it whole, "
+            "the next stage needs the others"
         )
-        gray = int((channels != 3).sum())
-        assert not gray, f"{gray} images still have 1 channel: `read_images` can convert them as it reads"
-        return f"all {files} images, every one with 3 channels (the lesson dropped the grayscale ones)"
+        assert len(out) == len(images), f"{len(out)} rows came out of {len(images)}: keep every row"
+        predicted = [str(name) for name in out["predicted"]]
+        assert predicted == names, (
+            f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "
+            "`model.config.id2label[...]`, for each image (grayscale and RGBA ones converted to RGB)"
+        )
+        found = out["confidence"].to_numpy(dtype=float)
+        assert ((found >= 0) & (found <= 1)).all(), (
+            f"confidence {np.round(found, 3).tolist()}: a probability lies between 0 and 1; turn the logits into "
+            "probabilities with a softmax first"
+        )
+        assert np.allclose(found, confidence, atol=1e-4), (
+            f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
+            "probability of the *predicted* class, for each image"
+        )
+        return (
+            f"{len(images)} images it had never seen, of several sizes and modes: every predicted class and its "
+            "probability right"
+        )
 
     return _check("03.1", run)
 
@@ -417,6 +501,21 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         )
         share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / 64
         assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
+        ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
+        ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
+        try:
+            out = attempt(mirror_half, {"image": ragged.copy(), "label": np.arange(4)})
+        except _Raised as error:
+            raise AssertionError(
+                f"on a batch of images of different sizes (real photos are) {error}: mirror each image by itself"
+            ) from None
+        kept = [
+            np.array_equal(a, b) or np.array_equal(a, b[:, ::-1]) for a, b in zip(out["image"], ragged, strict=True)
+        ]
+        assert len(out["image"]) == 4 and all(kept), (
+            "on a batch of images of different sizes (real photos are) some images came back changed: mirror each "
+            "image by itself"
+        )
         return f"{share:.0%} of 64 images mirrored left to right, the rest untouched, labels kept"
 
     return _check("03.2", run)

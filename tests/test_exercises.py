@@ -179,34 +179,85 @@ def test_mirror_half():
         batch["image"][::2] = batch["image"][::2, :, ::-1]
         return batch
 
+    def every_other_one(batch):
+        batch["image"] = [image[:, ::-1] if i % 2 else image for i, image in enumerate(batch["image"])]
+        return batch
+
     expect(exercises.check_mirror_half(upside_down), exercises.WRONG, "upside down", "width axis")
     expect(exercises.check_mirror_half(all_of_them), exercises.WRONG, "100% of the images")
-    expect(exercises.check_mirror_half(half), exercises.DONE, "50% of 64 images")
+    expect(exercises.check_mirror_half(half), exercises.WRONG, "different sizes", "each image by itself")
+    expect(exercises.check_mirror_half(every_other_one), exercises.DONE, "50% of 64 images")
+
+
+@pytest.mark.cluster
+def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():
+    """03.1: a softmax forgotten, the wrong class's probability, columns dropped, a function: each refused."""
+    from pathlib import Path
+
+    import numpy as np
+    import ray
+    import torch
+    from transformers import ViTForImageClassification, ViTImageProcessorPil
+
+    from helpers.cluster import init_ray
+    from helpers.features import pixel_values
+
+    init_ray()
+
+    class Classifier:
+        def __init__(self, checkpoint):
+            with checkpoint.as_directory() as folder:
+                self.processor = ViTImageProcessorPil.from_pretrained(Path(folder) / "checkpoint")
+                self.model = ViTForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
+
+        @torch.no_grad()
+        def scores(self, batch):
+            return self.model(pixel_values=pixel_values(self.processor, list(batch["image"]))).logits
+
+        def __call__(self, batch):
+            probabilities = self.scores(batch).softmax(-1)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in probabilities.argmax(-1).tolist()])
+            batch["confidence"] = probabilities.max(-1).values.numpy()
+            return batch
+
+    class RawLogits(Classifier):
+        def __call__(self, batch):
+            logits = self.scores(batch)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in logits.argmax(-1).tolist()])
+            batch["confidence"] = logits.max(-1).values.numpy()
+            return batch
+
+    class FirstClass(Classifier):
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["confidence"] = self.scores(batch).softmax(-1)[:, 0].numpy()
+            return batch
+
+    class OnlyItsColumns(Classifier):
+        def __call__(self, batch):
+            out = super().__call__(batch)
+            return {"predicted": out["predicted"], "confidence": out["confidence"]}
+
+    def a_function(batch):
+        return batch
+
+    expect(exercises.check_confident_classifier(RawLogits), exercises.WRONG, "softmax")
+    expect(exercises.check_confident_classifier(FirstClass), exercises.WRONG, "of the *predicted* class")
+    expect(exercises.check_confident_classifier(OnlyItsColumns), exercises.WRONG, "return it whole")
+    expect(exercises.check_confident_classifier(a_function), exercises.WRONG, "is not a class")
+    expect(exercises.check_confident_classifier(Classifier), exercises.DONE, "never seen")
+    ray.shutdown()
 
 
 @pytest.mark.cluster
 def test_the_ray_data_checks():
-    """03.1 and 05.1 run Ray Data: on the test cluster, or a local Ray."""
+    """05.1 runs Ray Data: on the test cluster, or a local Ray."""
     import ray
-    import ray.data
-    from ray.data.expressions import col
 
-    from helpers import config
     from helpers.cluster import configure_ray_data, init_ray
-    from helpers.ingest import add_shapes, class_folders
 
     init_ray()
     configure_ray_data()
-    folders = class_folders(config.get_sources().imagenette, "train")
-    dropped = lambda f: (  # noqa: E731  (the lesson's read and filter)
-        ray.data.read_images(f, include_paths=True).map_batches(add_shapes).filter(expr=col("channels") == 3)
-    )
-    expect(exercises.check_read_rgb(dropped, folders), exercises.WRONG, "none should be dropped")
-    no_paths = lambda f: ray.data.read_images(f, mode="RGB")  # noqa: E731
-    expect(exercises.check_read_rgb(no_paths, folders), exercises.WRONG, "include_paths=True")
-    rgb = lambda f: ray.data.read_images(f, include_paths=True, mode="RGB")  # noqa: E731
-    expect(exercises.check_read_rgb(rgb, folders), exercises.DONE, "every one with 3 channels")
-
     in_order = lambda ds, epoch: ds.to_pandas()["id"].to_numpy()  # noqa: E731
     same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
     expect(exercises.check_epoch_order(in_order), exercises.WRONG, "nothing was shuffled")
