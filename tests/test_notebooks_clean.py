@@ -96,3 +96,57 @@ def test_notebook_05_runs_its_tensorflow_step_only_where_tensorflow_is_installed
                 ancestor = parents.get(ancestor)
             guarded, unguarded = guarded + inside, unguarded + (not inside)
     assert guarded and not unguarded, f"{unguarded} TensorFlow import(s) outside `if tensorflow_installed:`"
+
+
+def bound_names(target: ast.expr) -> list[str]:
+    """The names an assignment target binds: ``a`` and ``a, b`` do; ``a.b`` and ``a[0]`` change a value in place."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in bound_names(element)]
+    return bound_names(target.value) if isinstance(target, ast.Starred) else []
+
+
+def top_level_bindings(path: Path) -> list[tuple[str, str, int]]:
+    """(name, kind, cell) for each name a code cell binds at its top level: imported, defined or assigned."""
+    found = []
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    for number, cell in enumerate(cells, 1):
+        for node in ast.parse("".join(cell["source"])).body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found += [((a.asname or a.name).split(".")[0], "import", number) for a in node.names]
+            elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+                found.append((node.name, "definition", number))
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found += [(name, "value", number) for target in targets for name in bound_names(target)]
+    return found
+
+
+def second_meanings(path: Path) -> list[str]:
+    """Names bound twice with different meanings: imported then assigned, defined twice, a value then a class..."""
+    first: dict[str, tuple[str, int]] = {}
+    clashes = []
+    for name, kind, cell in top_level_bindings(path):
+        if name in first and first[name][0] != kind or kind == "definition" and name in first:
+            clashes.append(f"`{name}`: {first[name][0]} in code cell {first[name][1]}, {kind} in code cell {cell}")
+        first.setdefault(name, (kind, cell))
+    return clashes
+
+
+def test_a_name_given_a_second_meaning_is_found(tmp_path):
+    sources = ["import numpy as np\nx = 1", "x = 2\ndef f():\n    pass", "np = 3\ndef f():\n    pass"]
+    notebook = {"cells": [{"cell_type": "code", "source": source} for source in sources]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(notebook))
+    assert second_meanings(path) == [
+        "`np`: import in code cell 1, value in code cell 3",
+        "`f`: definition in code cell 2, definition in code cell 3",
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_cell_rebinds_an_imported_module_function_or_class_to_something_else(path):
+    """A name the notebook imports or defines keeps its meaning: values may change, what a name stands for may not."""
+    clashes = second_meanings(path)
+    assert not clashes, f"{path.name} gives a name a second meaning: " + "; ".join(clashes)
