@@ -42,8 +42,7 @@ def normalize(images: np.ndarray) -> np.ndarray:
 
 
 def normalize_batch(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """:func:`normalize` for ``map_batches``: the batch's images, labels untouched (notebook 04 writes the same
-    function in a cell; a test keeps the two alike)."""
+    """:func:`normalize` for ``map_batches``: the batch's images, labels untouched (notebook 04 writes it in a cell)."""
     return {"image": normalize(batch["image"]), "label": batch["label"]}
 
 

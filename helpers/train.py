@@ -50,7 +50,7 @@ def worker_training_args(
     eval_batch_size: int,
     learning_rate: float,
 ) -> TrainingArguments:
-    """Notebook 01's recipe for one Ray Train worker, plus checkpoints: a test compares the two.
+    """Notebook 01's recipe (``TrainingArguments``) for one Ray Train worker, plus checkpoints.
 
     What differs from notebook 01, on purpose: a worker-local ``output_dir``; a checkpoint at every
     evaluation (each is reported to Ray Train); logs only at evaluations (workers print them); no tqdm.
@@ -100,8 +100,8 @@ class ResumableTrainer(Trainer):
 
     transformers 5 names ViT's modules differently in memory than in a saved checkpoint;
     ``from_pretrained`` converts between the two, the ``Trainer``'s own resume (a plain, non-strict
-    ``load_state_dict``) does not: it matched no key, warned, and trained on from the weights it had,
-    with only the optimizer, schedule and step restored. tests/test_resume.py shows both.
+    ``load_state_dict``) does not: it matches no key, warns, and trains on from the weights it has,
+    with only the optimizer, schedule and step restored.
     """
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
