@@ -79,7 +79,7 @@ hooks: ## strip notebook outputs on commit (nbstripout as a git filter; `make se
 	  echo "git strips notebook outputs on commit (nbstripout filter); your working copy keeps them"; \
 	fi
 
-data: setup ## build the offline stand-in data and model in data/ (about 2 minutes, once)
+data: setup ## build the offline stand-in data and model in data/ (about 2.5 minutes, once)
 	$(BIN)/python -m helpers.build
 
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies

@@ -11,7 +11,7 @@ build          ``make data``: writes the stand-ins and pretrains the stand-in Vi
 beans          reading beans (Hub or stand-in) into a ``DatasetDict``; its class names
 ingest         Ray Data ingest of image folders: readable images, labels by file name, channels
 cifar          CIFAR-10 parquet to arrays, normalisation, ``DataLoader``\\s
-features       images to ViT inputs: processor transforms, the collator, the featurizer actor
+features       images to ViT inputs: the processor call, the dataset transform, the collator
 models         Hugging Face ViT classifiers: loading with a new head, the stand-in config, predict
 vit            the plain-PyTorch ViT of notebook 04 and its named architectures
 loops          plain PyTorch epoch loops, and reporting an epoch (metrics + checkpoint) to Ray Train
@@ -25,7 +25,7 @@ measure        tools to measure data pipelines: a tally actor, shuffledness, sta
 benchmark      ``make bench``'s measurements: timed epochs and runs of ingest, training, batch inference
 results        each notebook's headline figure, checked against its floor, for `make run`'s table
 plots          image grids, training curves, confusion matrices
-display        showing a helper's source, and small metric tables, in a notebook
+display        small metric tables in a notebook
 exercises      the checks of the "Your turn" exercises: a verdict with a hint, never an exception
 =============  ==========================================================================================
 
