@@ -211,6 +211,11 @@ def serve_port() -> int:
     return int(os.environ.get(config.SERVE_PORT_ENV) or free_port())
 
 
+# Serve's controller gives a new HTTP proxy 5 s to say it is ready, then replaces it, and `serve.start` fails with
+# ActorDiedError. On a busy 2-core laptop a proxy took longer than that to start: give it a minute.
+PATIENT_CONTROLLER = {"runtime_env": {"env_vars": {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60"}}}
+
+
 def serve_logging() -> LoggingConfig:
     """Serve's logging for the course: errors only, no line per request (``COURSE_VERBOSE=1``: all of it).
 

@@ -243,7 +243,7 @@ def test_the_batching_check():
     from ray import serve
 
     from helpers.cluster import init_ray
-    from helpers.serving import serve_logging
+    from helpers.serving import PATIENT_CONTROLLER, serve_logging
 
     class NotADeployment:
         def __init__(self, score):
@@ -270,7 +270,11 @@ def test_the_batching_check():
 
     init_ray()
     expect(exercises.check_batching(Right), exercises.WRONG, "Serve is not running")  # said before deploying anything
-    serve.start(http_options={"host": "127.0.0.1", "port": free_port()}, logging_config=serve_logging())
+    serve.start(
+        http_options={"host": "127.0.0.1", "port": free_port()},
+        logging_config=serve_logging(),
+        controller_options=PATIENT_CONTROLLER,
+    )
     try:
         expect(exercises.check_batching(todo), exercises.WRONG, "not a Serve deployment")
         untouched = exercises.check_batching(Untouched)
