@@ -94,7 +94,8 @@ class Budget:
     serve_max_replicas: int  # the most replicas autoscaling may start (each holds a copy of the model)
     serve_upscale_delay_s: float  # how long the load must stay high before autoscaling adds a replica
     serve_downscale_delay_s: float  # how long it must stay low before autoscaling removes one
-    serve_look_back_s: float  # the window autoscaling averages the requests in flight over
+    serve_look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
+    serve_target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -158,7 +159,8 @@ _CPU = Budget(
     serve_max_replicas=2,
     serve_upscale_delay_s=2.0,
     serve_downscale_delay_s=5.0,
-    serve_look_back_s=2.0,
+    serve_look_back_s=11.0,
+    serve_target_ongoing_requests=4,
 )
 _BUDGETS = {
     "cpu": _CPU,

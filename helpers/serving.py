@@ -73,7 +73,7 @@ def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
 def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -> Checkpoint:
     """The model notebook 03 fine-tuned (the last checkpoint of its newest run), saying which one.
 
-    When notebook 03 has not run yet: with the stand-in sources, a stand-in fine-tuned here in about half a minute
+    When notebook 03 has not run yet: with the stand-in sources, a stand-in fine-tuned here in a minute or two
     (and kept in results/ for the next run), saying so and naming the notebook to run; with the real sources, an
     error naming the notebook to run first.
     """
@@ -114,7 +114,7 @@ def build_standin_model(sources: config.Sources, folder: Path) -> float:
     pixels = pixel_values(processor, [Image.open(io.BytesIO(body)) for body in train["body"]])
     label_ids = torch.tensor([class_names.index(label) for label in train["label"]])
     model = load_classifier(sources.vit, class_names)
-    pretrain(model, pixels, label_ids, epochs=8, batch_size=32, lr=1e-3, progress=False)
+    pretrain(model, pixels, label_ids, epochs=16, batch_size=32, lr=1e-3, progress=False)  # notebook 03's 300 steps
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     processor.save_pretrained(folder)

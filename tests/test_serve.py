@@ -99,7 +99,7 @@ def check_page(base_url: str) -> list[str]:
         page.goto(f"{base_url}/", timeout=60_000)
         answer = page.locator("#answer")
         page.set_input_files("#file", str(held_out_image()))
-        page.wait_for_function("!document.getElementById('answer').textContent.startsWith('asking')", timeout=60_000)
+        page.wait_for_function("/%\\)$/.test(document.getElementById('answer').textContent)", timeout=60_000)
         shown = answer.text_content()
         want = f"{expected['label']} (probability {100 * expected['probability']:.1f}%)"
         if shown != want:
@@ -185,6 +185,7 @@ def test_a_run_that_fails_half_way_leaves_nothing_running(tmp_path, monkeypatch)
     notebook.cells = notebook.cells[: first_run + 1] + [
         nbformat.v4.new_code_cell('raise RuntimeError("stopped half way, on purpose")')
     ]
+    assert sum(cell.cell_type == "code" and "serve.start(" in cell.source for cell in notebook.cells) == 1
     half = tmp_path / "06_half_way.ipynb"
     nbformat.write(notebook, half)
     port = free_port()
