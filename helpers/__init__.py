@@ -16,7 +16,9 @@ models         Hugging Face ViT classifiers: loading with a new head, the stand-
 vit            the plain-PyTorch ViT of notebook 04 and its named architectures
 loops          plain PyTorch epoch loops, and reporting an epoch (metrics + checkpoint) to Ray Train
 train          Ray Train with Hugging Face: the workers' recipe and functions, the course's RunConfig
-inference      batch inference: the classifier class an actor pool runs
+inference      inference: the classifier class an actor pool runs, and a Serve replica holds
+serving        notebook 06's plumbing around Ray Serve: the model to serve, a request's image or its 4xx, a
+               bounded load test, watching replicas, the page people use
 metrics        accuracy with ``evaluate``, and checks that a split is not empty
 resources      hardware: a GPU in this process, precision, and the plan of workers and actors
 cluster        connecting to Ray (loopback on this machine, quiet workers) and Ray Data's settings

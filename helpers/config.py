@@ -87,6 +87,16 @@ class Budget:
     xgboost_rounds: int
     tensorflow_epochs: int
     tensorflow_learning_rate: float
+    # notebook 06: serving the fine-tuned model with Ray Serve
+    serve_max_batch_size: int  # requests a replica groups into one forward pass (@serve.batch)
+    serve_batch_wait_s: float  # how long a replica waits for more requests before it runs a smaller batch
+    serve_load_requests: int  # requests of one load test (each held-out image at most once per test)
+    serve_load_concurrency: int  # requests in flight at once during a load test: the clients
+    serve_max_replicas: int  # the most replicas autoscaling may start (each holds a copy of the model)
+    serve_upscale_delay_s: float  # how long the load must stay high before autoscaling adds a replica
+    serve_downscale_delay_s: float  # how long it must stay low before autoscaling removes one
+    serve_look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
+    serve_target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -144,6 +154,15 @@ _CPU = Budget(
     xgboost_rounds=30,
     tensorflow_epochs=5,
     tensorflow_learning_rate=0.2,
+    serve_max_batch_size=16,
+    serve_batch_wait_s=0.01,
+    serve_load_requests=100,
+    serve_load_concurrency=16,
+    serve_max_replicas=2,
+    serve_upscale_delay_s=2.0,
+    serve_downscale_delay_s=5.0,
+    serve_look_back_s=11.0,
+    serve_target_ongoing_requests=4,
 )
 _BUDGETS = {
     "cpu": _CPU,
@@ -164,6 +183,9 @@ _BUDGETS = {
         cifar_epochs=10,
         cifar_batch_size=512,
         playbook_rows=10_000,
+        serve_max_batch_size=32,
+        serve_load_concurrency=64,
+        serve_max_replicas=8,
     ),
 }
 
@@ -212,6 +234,7 @@ LESSONS = {
     "dogs": (("imagenette", "imagenette_labels", "vit"), ("dogs_", "eval_batch_size", "inference_", "max_")),
     "cifar": (("cifar10",), ("cifar_", "max_workers")),
     "playbook": (("cifar10",), ("playbook_", "xgboost_", "tensorflow_", "max_workers")),
+    "serve": (("imagenette", "imagenette_labels"), ("serve_",)),
 }
 
 
@@ -283,6 +306,12 @@ def storage_path() -> str:
     """
     return os.environ.get("COURSE_STORAGE_PATH") or str(RESULTS_DIR / "ray")
 
+
+# Notebook 06's service: where it listens (unset: a free port on 127.0.0.1, chosen at run time), and the largest
+# request it takes (the model sees 64 x 64 or 224 x 224 pixels: a photo from a phone is far more than it needs).
+SERVE_PORT_ENV = "COURSE_SERVE_PORT"
+MAX_IMAGE_BYTES = 5_000_000
+MAX_IMAGE_PIXELS = 4096 * 4096
 
 # Checkpoints kept per Ray Train run; older ones are deleted (the real ViT's are about 1 GB each). Ray Train's
 # `result.metrics_dataframe` lists the reports of kept checkpoints only: 6 keeps every evaluation of the course's runs.

@@ -1,7 +1,10 @@
-"""Batch inference with a fine-tuned ViT: a callable class for ``Dataset.map_batches``."""
+"""Inference with a fine-tuned ViT: a callable class for ``Dataset.map_batches`` (notebook 03) that a Serve
+deployment holds too (notebook 06)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -15,20 +18,41 @@ from helpers.resources import device
 HF_FOLDER = "checkpoint"  # where RayTrainReportCallback puts the Hugging Face files inside a Ray checkpoint
 
 
+@contextmanager
+def model_folder(checkpoint: Checkpoint | str | Path) -> Iterator[Path]:
+    """The Hugging Face folder of a Ray Train checkpoint (local or in cloud storage), or a `save_pretrained` folder."""
+    if isinstance(checkpoint, Checkpoint):
+        with checkpoint.as_directory() as folder:
+            yield Path(folder) / HF_FOLDER
+    else:
+        yield Path(checkpoint)
+
+
+def load_checkpoint_processor(checkpoint: Checkpoint | str | Path) -> ViTImageProcessorPil:
+    """The image processor saved with a fine-tuned model, without loading the model."""
+    with model_folder(checkpoint) as folder:
+        return ViTImageProcessorPil.from_pretrained(folder)
+
+
 class ImageClassifier:
-    """Loads the model once (``__init__``), then labels a whole batch of images per call."""
+    """Loads the model once (``__init__``), then labels a whole batch of images per call.
+
+    ``processor`` turns images into ``pixel_values`` (:func:`helpers.features.pixel_values`); :meth:`probabilities`
+    runs the model on them; ``class_names`` says what each column of the probabilities is.
+    """
 
     def __init__(self, checkpoint: Checkpoint | str | Path) -> None:
         self.device = device()
-        if isinstance(checkpoint, Checkpoint):  # a Ray Train checkpoint: local or in cloud storage
-            with checkpoint.as_directory() as folder:
-                self._load(Path(folder) / HF_FOLDER)
-        else:  # a folder written by `save_pretrained`
-            self._load(Path(checkpoint))
+        with model_folder(checkpoint) as folder:  # a Ray Train checkpoint, or a folder written by `save_pretrained`
+            self.processor = ViTImageProcessorPil.from_pretrained(folder)
+            self.model = ViTForImageClassification.from_pretrained(folder).to(self.device).eval()
+        self.class_names = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
 
-    def _load(self, folder: Path) -> None:
-        self.processor = ViTImageProcessorPil.from_pretrained(folder)
-        self.model = ViTForImageClassification.from_pretrained(folder).to(self.device).eval()
+    @torch.no_grad()
+    def probabilities(self, pixels: torch.Tensor | np.ndarray) -> np.ndarray:
+        """Class probabilities, (N, classes), for N preprocessed images: one forward pass."""
+        logits = self.model(pixel_values=torch.as_tensor(pixels).to(self.device)).logits
+        return logits.softmax(-1).float().cpu().numpy()
 
     @torch.no_grad()
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -69,8 +69,11 @@ def pretrain(
     batch_size: int = 128,
     lr: float = 2e-3,
     seed: int = 0,
+    progress: bool = True,
 ) -> list[float]:
-    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses."""
+    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses.
+
+    ``progress=False``: no progress bar (in a notebook each would be a widget)."""
     torch.manual_seed(seed)
     steps = epochs * int(np.ceil(len(label_ids) / batch_size))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
@@ -80,7 +83,8 @@ def pretrain(
     for epoch in range(epochs):
         order = torch.randperm(len(label_ids))
         total = 0.0
-        for start in tqdm(range(0, len(order), batch_size), desc=f"pretrain epoch {epoch + 1}/{epochs}"):
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc=f"pretrain epoch {epoch + 1}/{epochs}", disable=not progress):
             idx = order[start : start + batch_size]
             loss = model(pixel_values=pixel_values[idx], labels=label_ids[idx]).loss
             optimizer.zero_grad()

@@ -70,3 +70,22 @@ def confusion_matrix(actual: Sequence[str], predicted: Sequence[str], labels: Se
     ax.set(xlabel="predicted", ylabel="true", title="Confusion matrix")
     fig.tight_layout()
     return fig
+
+
+def load_test_comparison(summaries: dict[str, dict[str, float]]) -> Figure:
+    """Load tests side by side (``LoadTest.summary()`` by name): throughput, and p50 and p95 latency."""
+    names = list(summaries)
+    fig, (ax_rate, ax_latency) = plt.subplots(1, 2, figsize=(10, 3.2))
+    rates = [summaries[name]["throughput (req/s)"] for name in names]
+    ax_rate.bar(names, rates, color=["tab:gray", "tab:green", "tab:blue"][: len(names)])
+    for i, rate in enumerate(rates):
+        ax_rate.text(i, rate, f"{rate:.0f}", ha="center", va="bottom")
+    ax_rate.set(ylabel="requests per second", title="Throughput (higher is better)")
+    x = np.arange(len(names))
+    for offset, key, color in ((-0.2, "p50 latency (ms)", "tab:olive"), (0.2, "p95 latency (ms)", "tab:red")):
+        values = [summaries[name][key] for name in names]
+        ax_latency.bar(x + offset, values, width=0.4, label=key.split()[0], color=color)
+    ax_latency.set(xticks=x, xticklabels=names, ylabel="milliseconds", title="Latency (lower is better)")
+    ax_latency.legend()
+    fig.tight_layout()
+    return fig

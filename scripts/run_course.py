@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,14 +42,17 @@ class Outcome:
 class Progress:
     """One line per notebook that says `cell i of N, elapsed`: rewritten in place on a terminal."""
 
-    def __init__(self, name: str, cells: int) -> None:
+    def __init__(self, name: str, cells: int, before_cell: Callable[[str], None] | None = None) -> None:
         self.name, self.cells, self.start = name, cells, time.perf_counter()
+        self.before_cell = before_cell  # called with each code cell's source before it runs (tests look in there)
         self.done = 0
         self.tty = sys.stdout.isatty()
 
     def cell_started(self, cell, cell_index: int, **_) -> None:  # nbclient's on_cell_execute hook
         if cell.cell_type != "code":
             return
+        if self.before_cell is not None:
+            self.before_cell(cell.source)
         self.done += 1
         line = f"  {self.name}: cell {self.done} of {self.cells}, {time.perf_counter() - self.start:.0f} s"
         print(f"\r{line:<70}" if self.tty else line, end="" if self.tty else "\n", flush=True)
@@ -58,11 +62,15 @@ class Progress:
             print(flush=True)
 
 
-def execute(path: Path, executed_dir: Path, cell_timeout: int = CELL_TIMEOUT) -> Outcome:
-    """Run one notebook with its own folder as working directory; always save the executed copy."""
+def execute(
+    path: Path, executed_dir: Path, cell_timeout: int = CELL_TIMEOUT, before_cell: Callable[[str], None] | None = None
+) -> Outcome:
+    """Run one notebook with its own folder as working directory; always save the executed copy.
+
+    ``before_cell(source)`` runs before each code cell (a test uses it to look at a service while it runs)."""
     notebook = nbformat.read(path, as_version=4)
     code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
-    progress = Progress(path.stem, code_cells)
+    progress = Progress(path.stem, code_cells, before_cell)
     client = NotebookClient(
         notebook, timeout=cell_timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )

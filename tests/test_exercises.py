@@ -520,3 +520,142 @@ def test_the_data_config_exercise():
     expect(check(HundredRows), exercises.WRONG, "all 60 `valid` rows")
     expect(check(QuickValidation), exercises.DONE, "every worker the same 25 `valid` rows")
     ray.shutdown()
+
+
+def test_the_autoscaling_check():
+    """06.2 needs no cluster: Serve checks the options as it would for a deployment."""
+
+    def always(options):
+        return lambda resources: options
+
+    fixed = {"num_replicas": 2}
+    expect(exercises.check_autoscaling(always(fixed)), exercises.WRONG, "does not follow the load")
+    no_scaling = {"ray_actor_options": {"num_gpus": 0}}
+    expect(exercises.check_autoscaling(always(no_scaling)), exercises.WRONG, "no `autoscaling_config`")
+    refused = {"num_replicas": 2, "autoscaling_config": {"min_replicas": 1, "max_replicas": 2}}
+    expect(
+        exercises.check_autoscaling(always(refused)), exercises.WRONG, "Serve refuses", "num_replicas is not allowed"
+    )
+    bad_bounds = {"autoscaling_config": {"min_replicas": 3, "max_replicas": 2}}
+    expect(exercises.check_autoscaling(always(bad_bounds)), exercises.WRONG, "Serve refuses these options")
+    to_zero = {"autoscaling_config": {"min_replicas": 0, "max_replicas": 4}}
+    expect(exercises.check_autoscaling(always(to_zero)), exercises.WRONG, "min_replicas=0", "Keep at least one")
+    gpu_always = {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}, "ray_actor_options": {"num_gpus": 1}}
+    expect(exercises.check_autoscaling(always(gpu_always)), exercises.WRONG, "waits forever")
+    expect(exercises.check_autoscaling(lambda r: {"min": 1, "max": 4}), exercises.WRONG, "Serve refuses")
+
+    def more_replicas_than_gpus(resources):
+        scaling = {"min_replicas": 1, "max_replicas": 4}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if resources.get("GPU") else 0}}
+
+    expect(exercises.check_autoscaling(more_replicas_than_gpus), exercises.WRONG, "max_replicas=4 on a cluster with 3")
+
+    def gpu_key_present(resources):
+        top = min(4, int(resources.get("GPU", 4)))
+        scaling = {"min_replicas": 1, "max_replicas": max(top, 2)}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if "GPU" in resources else 0}}
+
+    expect(exercises.check_autoscaling(gpu_key_present), exercises.WRONG, "GPU: 0.0")
+
+    def right(resources):
+        gpus = int(resources.get("GPU", 0))
+        scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
+
+    expect(exercises.check_autoscaling(right), exercises.DONE)
+    expect(exercises.check_autoscaling(todo), exercises.NOT_DONE)
+
+
+@pytest.mark.cluster
+def test_the_batching_check():
+    """06.1 runs each answer on Serve (on the test cluster, or a local Ray), Serve listening on a free loopback port."""
+    import ray
+    from ports import free_port
+    from ray import serve
+
+    from helpers.cluster import init_ray
+    from helpers.serving import PATIENT_CONTROLLER, serve_logging
+
+    class NotADeployment:
+        def __init__(self, score):
+            self.score = score
+
+    expect(exercises.check_batching(NotADeployment), exercises.WRONG, "not a Serve deployment")
+
+    @serve.deployment
+    class Untouched:
+        def __init__(self, score):
+            self.score = score
+
+        async def __call__(self, value):
+            raise NotImplementedError
+
+    @serve.deployment(max_ongoing_requests=32)
+    class Right:
+        def __init__(self, score):
+            self.score = score
+
+        @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+        async def __call__(self, values):
+            return self.score(values)
+
+    init_ray()
+    expect(exercises.check_batching(Right), exercises.WRONG, "Serve is not running")  # said before deploying anything
+    serve.start(
+        http_options={"host": "127.0.0.1", "port": free_port()},
+        logging_config=serve_logging(),
+        controller_options=PATIENT_CONTROLLER,
+    )
+    try:
+        expect(exercises.check_batching(todo), exercises.WRONG, "not a Serve deployment")
+        untouched = exercises.check_batching(Untouched)
+        expect(untouched, exercises.NOT_DONE)
+
+        @serve.deployment(max_ongoing_requests=32)
+        class OneAtATime:  # no @serve.batch: score sees one value per call
+            def __init__(self, score):
+                self.score = score
+
+            async def __call__(self, value):
+                return self.score([value])[0]
+
+        expect(exercises.check_batching(OneAtATime), exercises.WRONG, "were not grouped", "@serve.batch")
+
+        @serve.deployment  # max_ongoing_requests left at 5
+        class FiveAtATime:
+            def __init__(self, score):
+                self.score = score
+
+            @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+            async def __call__(self, values):
+                return self.score(values)
+
+        expect(exercises.check_batching(FiveAtATime), exercises.WRONG, "max_ongoing_requests")
+
+        @serve.deployment(max_ongoing_requests=32)
+        class Reversed:
+            def __init__(self, score):
+                self.score = score
+
+            @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+            async def __call__(self, values):
+                return self.score(values)[::-1]
+
+        expect(exercises.check_batching(Reversed), exercises.WRONG, "the answer for another value")
+
+        @serve.deployment(max_ongoing_requests=32)
+        class OwnFormula:  # right numbers, but `score` bypassed
+            def __init__(self, score):
+                self.score = score
+
+            @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+            async def __call__(self, values):
+                return [2 * value + 1 for value in values]
+
+        expect(exercises.check_batching(OwnFormula), exercises.WRONG, "call `self.score`")
+
+        expect(exercises.check_batching(Right), exercises.DONE, "batches of up to")
+        assert exercises.EXERCISE_APP not in serve.status().applications, "the check leaves its application deployed"
+    finally:
+        serve.shutdown()
+        ray.shutdown()

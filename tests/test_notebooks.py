@@ -2,7 +2,8 @@
 and shows a readable output: few lines, none printed twice in a row, no warnings.
 
 Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can
-run (tests/test_browser.py), it runs 01 and 03 in JupyterLab and checks their saved copies the same way.
+run (tests/test_browser.py), it runs 01 and 03 in JupyterLab and checks their saved copies the same way. Notebook 06
+runs in tests/test_serve.py, which also checks its service from outside while it runs.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, problems, run
 from helpers import results
 
 RERUN = "02_ray_train_finetune"
+SERVE = "06_ray_serve"
 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize(
     "path",
-    [p for p in NOTEBOOKS if p.stem != RERUN and not (BROWSER_READY and p.stem in IN_THE_BROWSER)],
+    [p for p in NOTEBOOKS if p.stem not in (RERUN, SERVE) and not (BROWSER_READY and p.stem in IN_THE_BROWSER)],
     ids=lambda p: p.stem,
 )
 def test_notebook_runs_learns_and_reads_well(path):
