@@ -443,7 +443,6 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                         batch_size=3,
                     )
                     .to_pandas()
-                    .sort_values("id")
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
                 last = [line for line in str(error).strip().splitlines() if line.strip()][-1]
@@ -456,6 +455,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             "the next stage needs the others"
         )
         assert len(out) == len(images), f"{len(out)} rows came out of {len(images)}: keep every row"
+        out = out.sort_values("id")
         predicted = [str(name) for name in out["predicted"]]
         assert predicted == names, (
             f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "
