@@ -132,7 +132,7 @@ def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
 
 @pytest.mark.cluster
 def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
-    """02b.1 on Ray Train: the answers of a learner who half-understood are refused, the right one passes."""
+    """02b.1 on Ray Train: the answers of a learner who half-understood are refused."""
     import tempfile
     from pathlib import Path
 
@@ -162,7 +162,7 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     expect(exercises.check_resume(no_checkpoint, one_restart), exercises.WRONG, "no checkpoint was reported")
     ten_steps = lambda c: count(c, steps=10)  # noqa: E731
     expect(exercises.check_resume(ten_steps, one_restart), exercises.WRONG, "count to the number the loop config")
-    expect(exercises.check_resume(count, one_restart), exercises.DONE, "went on")
+    # The right answer passes in solutions/02b_fault_tolerance.ipynb (tests/test_solutions.py).
     ray.shutdown()
 
 
