@@ -230,14 +230,6 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
 RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; the worker dies after reporting step 4
 
 
-def _not_started(function: Callable) -> bool:
-    """True while the learner's function still has the exercise's ``raise NotImplementedError``."""
-    try:
-        return "raise NotImplementedError" in inspect.getsource(function)
-    except (OSError, TypeError):  # no source to read: run it and see
-        return False
-
-
 class _Crash:
     """Remembers whether the check's worker has died yet: it dies once, whatever the learner's function reports."""
 
@@ -297,7 +289,7 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
     from helpers.distributed import torch_config
 
     def run() -> str:
-        if _not_started(count_to):
+        if untouched(count_to):
             raise _NotDone
         assert isinstance(failure_config, FailureConfig), (
             f"`failure_config` is {failure_config!r}: make it a `FailureConfig`, with the number of restarts allowed"
@@ -426,7 +418,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                 f"`{getattr(classifier_class, '__name__', classifier_class)}` is not a class: write a class whose "
                 "`__init__` loads the model once and whose `__call__` takes a batch, as `ImageClassifier` does"
             )
-        if _not_started(classifier_class.__init__) or _not_started(classifier_class.__call__):
+        if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
             raise _NotDone
         images = unseen_images()
         with tempfile.TemporaryDirectory() as folder:
@@ -579,7 +571,6 @@ def hidden_problem(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def untouched(function: Callable) -> bool:
     """True while ``function``'s body is only ``raise NotImplementedError``: a costly check then starts nothing."""
     import ast
-    import inspect
     import textwrap
 
     try:
@@ -878,7 +869,6 @@ def _call_once(deployment: Any) -> None:
 
     Anything else it raises is left for the check to find when it runs the deployment on Serve."""
     import asyncio
-    import inspect
 
     async def call() -> None:
         result = deployment.func_or_class(score_batch)(1)

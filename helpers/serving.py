@@ -26,6 +26,7 @@ from ray.train import Checkpoint
 
 from helpers import config
 from helpers.catalog import IMAGENETTE_SYNSETS
+from helpers.distributed import free_loopback_port
 from helpers.features import to_rgb
 from helpers.ingest import check_label_table, class_folders, ensure_labels, file_name
 
@@ -199,16 +200,9 @@ def probe_bodies(good: bytes) -> dict[str, bytes]:
 # --- where Serve listens, what it logs -----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_port() -> int:
     """The port Serve's HTTP proxy takes on 127.0.0.1: ``$COURSE_SERVE_PORT`` if set, else a free one."""
-    return int(os.environ.get(config.SERVE_PORT_ENV) or free_port())
+    return int(os.environ.get(config.SERVE_PORT_ENV) or free_loopback_port())
 
 
 # Serve's controller gives a new HTTP proxy 5 s to say it is ready, then replaces it, and `serve.start` fails with
