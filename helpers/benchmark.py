@@ -166,8 +166,13 @@ def train_data_paths(loop_config: dict) -> None:
             def consume(batches: Iterable, model=model, optimizer=optimizer, precision=precision) -> float:
                 return train_epoch(model, batches, optimizer, device, progress=False, autocast=PRECISIONS[precision])
 
+            began = time.time()  # wall clock: the first epoch's window, to find worker processes started in it
             runs = timed_epochs(batches_for, consume, epochs)
-            measured[f"{data_path}/{precision}"] = {"setup_s": setup_s, "epochs": [asdict(run) for run in runs]}
+            measured[f"{data_path}/{precision}"] = {
+                "setup_s": setup_s,
+                "epochs": [asdict(run) for run in runs],
+                "first_epoch_window": [began, began + runs[0].seconds],
+            }
             if context.get_world_rank() == 0:
                 seconds = ", ".join(f"{run.seconds:.1f}" for run in runs)
                 print(f"  training {data_path}, {precision}: set-up {setup_s:.1f} s, epochs {seconds} s", flush=True)
@@ -178,6 +183,19 @@ def train_data_paths(loop_config: dict) -> None:
         {"rank": context.get_world_rank()},
         save=lambda folder: (folder / MEASURED_FILE).write_text(json.dumps(measured)),
     )
+
+
+def workers_started_between(start: float, end: float) -> int | None:
+    """How many worker processes Ray started between the wall-clock times ``start`` and ``end`` (the state API's
+    launch times); None where the cluster has no state API (no dashboard)."""
+    from ray.util.state import list_workers
+
+    try:
+        workers = list_workers(detail=True, limit=10_000, raise_on_missing_output=False)
+    except Exception:
+        return None
+    launched = [w.worker_launch_time_ms / 1000 for w in workers if w.worker_type == "WORKER"]
+    return sum(start <= t <= end for t in launched if t)
 
 
 def measured_in(checkpoint: ray.train.Checkpoint) -> dict:

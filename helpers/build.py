@@ -2,6 +2,9 @@
 
 Everything is drawn from fixed seeds, so a rebuild gives the same files. A folder that
 already exists is kept (``--force`` rebuilds it). Run by ``make data``.
+
+With ``COURSE_DATA_DIR`` set to storage every node of a cluster mounts, ``make data`` builds there, or publishes
+(copies) what the checkout's ``data/`` already holds: every worker then reads the data sets from there.
 """
 
 from __future__ import annotations
@@ -111,8 +114,12 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def build(name: str, data_dir: Path, force: bool = False) -> Path:
-    """Build one stand-in into ``data_dir/name`` unless it is there; write to a temporary folder first."""
+LOCAL_DATA_DIR = config.REPO_ROOT / "data"  # where `make data` builds when COURSE_DATA_DIR is not set
+
+
+def build(name: str, data_dir: Path, force: bool = False, built_here: Path = LOCAL_DATA_DIR) -> Path:
+    """Build one stand-in into ``data_dir/name`` unless it is there; write to a temporary folder first. When
+    ``data_dir`` is elsewhere (shared storage) and ``built_here`` already holds it, copy it instead (publish)."""
     target = data_dir / name
     if target.exists() and not force:
         print(f"kept     {target}")
@@ -120,6 +127,12 @@ def build(name: str, data_dir: Path, force: bool = False) -> Path:
     start = time.perf_counter()
     partial = data_dir / f".{name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
+    source = built_here / name
+    if source.is_dir() and source.resolve() != target.resolve():
+        shutil.copytree(source, partial)
+        partial.rename(target)
+        print(f"published {source} to {target} in {time.perf_counter() - start:.0f} s")
+        return target
     partial.mkdir(parents=True)
     BUILDERS[name](partial)
     shutil.rmtree(target, ignore_errors=True)
@@ -134,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         "names", nargs="*", default=list(BUILDERS), help=f"what to build (default: all of {list(BUILDERS)})"
     )
     parser.add_argument("--force", action="store_true", help="rebuild what already exists")
-    parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="default: COURSE_DATA_DIR, or data/")
     args = parser.parse_args(argv)
     for name in args.names:
         if name not in BUILDERS:

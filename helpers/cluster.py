@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import uuid
+from pathlib import Path
 
 import ray
 import ray.data
 from ray._private import ray_constants
+from ray.runtime_env import RuntimeEnv
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from helpers import config
 from helpers.config import verbose
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
@@ -79,13 +85,62 @@ PASSED_TO_WORKERS = (
 )
 
 
-def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
+# The course's own settings: a worker reads the same data and storage, sources and budget as the notebook.
+COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV, config.DATA_DIR_ENV, config.STORAGE_ENV)
+# Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
+# its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
+TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+SHIPPED_CODE = Path(__file__).resolve().parent  # the `helpers` package: it travels with every job
+
+
+class CompactRuntimeEnv(RuntimeEnv):
+    """A runtime env written as compact JSON, as Ray writes the env it merges for an actor with options of its own.
+
+    Ray reuses an idle worker process only for a task whose runtime env has the same *serialized string*.
+    Ray Train's controller adds variables to the job's env; Ray merges the two and writes the result compactly,
+    while a job's own env is written by ``json.dumps`` with spaces. With the same variables in the job's env and
+    this spelling, the merged env is the job's env, character for character: Ray Train's workers and their Ray
+    Data tasks reuse the job's idle workers instead of starting (and importing Ray Data in) new ones.
+    ``tests/test_runtime_env.py`` tells when a Ray release changes this.
+    """
+
+    def serialize(self) -> str:
+        return json.dumps(type(self)(_validate=True, **self), sort_keys=True, separators=(",", ":"))
+
+
+def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
+    """The job's runtime env, built here and nowhere else: what every task and actor of the notebook gets.
+
+    * ``py_modules``: the course's own code (``helpers``), uploaded with the job, so that a node with only the
+      locked packages installed (a cluster's image) imports it; nothing is installed by hand on any node;
+    * ``env_vars``: the course's settings (where data and storage are, sources, budget), what a worker needs to
+      reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless ``COURSE_VERBOSE=1``), and
+      the variables Ray Train gives its controller, so that the controller's env equals the job's;
+    * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.
+    """
+    extra = dict(extra or {})
+    settings = {name: os.environ[name] for name in COURSE_SETTINGS if name in os.environ}
+    settings[config.DATA_DIR_ENV] = str(config.DATA_DIR)
+    settings[config.STORAGE_ENV] = config.storage_path()
+    passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
+    train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
+    train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
+    quiet = {} if verbose() else QUIET_WORKERS
+    env_vars = settings | passed | quiet | train | extra.pop("env_vars", {})
+    return CompactRuntimeEnv(
+        py_modules=[str(SHIPPED_CODE)], excludes=["__pycache__", "*.pyc"], env_vars=env_vars, **extra
+    )
+
+
+def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> dict[str, float]:
     """Attach to the cluster in ``$RAY_ADDRESS`` if set, else start a local runtime; return its resources.
 
     On this machine (a local runtime, or the course's local cluster) Ray stays on 127.0.0.1: nothing is
-    reachable from the network. ``runtime_env`` (for example ``{"env_vars": {...}}``) reaches every task
-    and actor of this job. Workers keep libraries' info logs and progress bars to themselves unless
-    ``COURSE_VERBOSE=1``. The settings in :data:`PASSED_TO_WORKERS` that are set here reach every worker.
+    reachable from the network. Every task and actor of this job runs with :func:`job_runtime_env`
+    (``runtime_env``, for example ``{"env_vars": {...}}``, adds to it): the course's code and settings reach
+    every node. On a cluster of several nodes, the data folder and the storage path must be ones every node
+    sees: if a node does not, this stops with the setting to change (:func:`require_shared_paths`; not with
+    ``require_shared=False``: `make doctor` looks itself, node by node).
     """
     if is_on_this_machine(os.environ.get("RAY_ADDRESS")):
         keep_on_loopback()
@@ -93,24 +148,75 @@ def init_ray(runtime_env: dict | None = None) -> dict[str, float]:
             os.environ.setdefault(name, value)
     for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT | QUIET_DRIVER).items():
         os.environ.setdefault(name, value)
-    runtime_env = dict(runtime_env or {})
-    passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
-    quiet = {} if verbose() else QUIET_WORKERS
-    if passed or quiet:
-        runtime_env["env_vars"] = passed | quiet | runtime_env.get("env_vars", {})
     if not verbose():
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
             os.environ.setdefault(name, value)
-    options = {
-        "ignore_reinit_error": True,
-        "logging_level": "WARNING",
-        "runtime_env": runtime_env or None,
-    }
+    options = {"ignore_reinit_error": True, "logging_level": "WARNING", "runtime_env": job_runtime_env(runtime_env)}
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**options)
     else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
         ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), **options)
+    if require_shared:
+        require_shared_paths()
     return ray.cluster_resources()
+
+
+def _sees(paths: list[str], marker: str | None) -> list[str]:
+    """On a node: which of ``paths`` it cannot see (the marker file: which it cannot read with the same text)."""
+    missing = [path for path in paths if not os.path.exists(path)]
+    if marker is not None:
+        path, text = marker.split("\n", 1)
+        if not os.path.exists(path) or Path(path).read_text() != text:
+            missing.append(path)
+    return missing
+
+
+def require_shared_paths(timeout_s: float = 120) -> None:
+    """On a cluster of several nodes: every node sees the course's data folder and its storage, or an error says
+    which setting to change. One small task per node looks (data: the folder exists; local storage: a file this
+    process writes there can be read back). A bucket (``s3://``) is reached by every node alike; not looked at."""
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    storage = config.storage_path()
+    if len(nodes) < 2:
+        return
+    data = [str(config.DATA_DIR)] if config.DATA_DIR.exists() else []
+    marker_path = None
+    if "://" not in storage:
+        folder = Path(storage)
+        folder.mkdir(parents=True, exist_ok=True)
+        marker_path = folder / f".course-shared-{uuid.uuid4().hex[:12]}"
+        marker_path.write_text(marker_path.name)
+    probe = ray.remote(num_cpus=0, max_retries=0)(_sees)
+    marker = None if marker_path is None else f"{marker_path}\n{marker_path.name}"
+    try:
+        refs = [
+            probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(
+                data, marker
+            )
+            for node in nodes
+        ]
+        missing = sorted({path for found in ray.get(refs, timeout=timeout_s) for path in found})
+    finally:
+        if marker_path is not None:
+            marker_path.unlink(missing_ok=True)
+    problems = []
+    if str(config.DATA_DIR) in missing:
+        problems.append(
+            f"the data folder {config.DATA_DIR} is on this machine only. Put the data sets on storage every node "
+            f"mounts and point {config.DATA_DIR_ENV} at it: `make data {config.DATA_DIR_ENV}=/mnt/cluster_storage/"
+            "vit-ray-course/data` builds or publishes them there"
+        )
+    if marker_path is not None and str(marker_path) in missing:
+        problems.append(
+            f"the storage path {storage} is on this machine only. Set {config.STORAGE_ENV} to a folder every node "
+            "mounts (/mnt/cluster_storage/vit-ray-course/results) or a bucket (s3://my-bucket/vit-ray-course)"
+        )
+    if problems:
+        raise RuntimeError(
+            f"This Ray cluster has {len(nodes)} nodes, and not every node sees what the course reads and writes:\n"
+            + "".join(f"- {problem}.\n" for problem in problems)
+            + "Then restart the kernel (or the command)."
+        )
 
 
 def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:

@@ -19,8 +19,13 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("COURSE_DATA_DIR", REPO_ROOT / "data"))
-RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR", REPO_ROOT / "results"))
+# Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
+DATA_DIR_ENV = "COURSE_DATA_DIR"
+DATA_DIR = Path(os.environ.get(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()
+# What this process writes for you to read (executed notebooks, headline figures, exercise verdicts).
+RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR") or REPO_ROOT / "results").absolute()
+# What Ray's workers write (checkpoints, predictions): results/ray, or storage every node reaches (see storage_path).
+STORAGE_ENV = "COURSE_STORAGE_PATH"
 
 SOURCES_ENV = "COURSE_SOURCES"
 BUDGET_ENV = "COURSE_BUDGET"
@@ -299,12 +304,19 @@ def require_remote(uri: str, what: str) -> str:
 
 
 def storage_path() -> str:
-    """Where Ray Train keeps checkpoints and results: ``$COURSE_STORAGE_PATH``, else ``results/ray``.
+    """Where Ray's workers write: Ray Train's checkpoints and results, and files a Ray Data job writes.
+    ``$COURSE_STORAGE_PATH``, else ``results/ray``.
 
     One machine can use a local folder; a multi-node cluster needs storage that every node
     reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
     """
-    return os.environ.get("COURSE_STORAGE_PATH") or str(RESULTS_DIR / "ray")
+    storage = os.environ.get(STORAGE_ENV) or str(RESULTS_DIR / "ray")
+    return storage if "://" in storage else str(Path(storage).absolute())
+
+
+def shared_path(name: str) -> str:
+    """``name`` under :func:`storage_path`: a place every worker can write to and this process can read from."""
+    return f"{storage_path().rstrip('/')}/{name}"
 
 
 # Notebook 06's service: where it listens (unset: a free port on 127.0.0.1, chosen at run time), and the largest
@@ -325,6 +337,27 @@ def run_name(name: str, now: datetime | None = None) -> str:
     checkpoints, and ``result.metrics_dataframe`` would hold both runs' rows.
     """
     return f"{name}-{(now or datetime.now()).strftime('%Y-%m-%d_%H-%M-%S')}"
+
+
+def publish_folder(folder: Path, uri: str) -> str:
+    """Copy the local ``folder`` to ``uri`` (a path every node mounts, or ``s3://...``): return ``uri``."""
+    fs, path = filesystem(uri)
+    fs.create_dir(path, recursive=True)
+    pafs.copy_files(str(folder), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    return uri
+
+
+def exists(uri: str) -> bool:
+    """True when something is at ``uri`` (a local path or ``s3://...``)."""
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def remove(uri: str) -> None:
+    """Delete the folder at ``uri`` (a local path or ``s3://...``) if there is one."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

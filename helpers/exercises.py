@@ -10,9 +10,11 @@ does not print the answer.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -23,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.config import RESULTS_DIR
+from helpers.config import RESULTS_DIR, publish_folder, remove, shared_path
 
 DONE, NOT_DONE, WRONG = "done", "not done yet", "not yet right"
 MARKS = {DONE: "✓", NOT_DONE: "…", WRONG: "✗"}
@@ -364,8 +366,18 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
 CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's ViT with a new head, seeded
 
 
-def confident_checkpoint(folder: Path) -> Any:
-    """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained."""
+@contextlib.contextmanager
+def _removed_afterwards(uri: str):
+    """Delete the folder at ``uri`` when the block ends."""
+    try:
+        yield uri
+    finally:
+        remove(uri)
+
+
+def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
+    """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained,
+    written in ``folder`` (and copied to ``published``, a place every node reads, when given)."""
     from ray.train import Checkpoint
     from ray.train.huggingface.transformers import RayTrainReportCallback
     from transformers import set_seed
@@ -381,6 +393,8 @@ def confident_checkpoint(folder: Path) -> Any:
     model_dir = folder / RayTrainReportCallback.CHECKPOINT_NAME
     model.save_pretrained(model_dir)
     load_processor(vit).save_pretrained(model_dir)
+    if published is not None:
+        return Checkpoint(publish_folder(folder, published))
     return Checkpoint.from_directory(folder)
 
 
@@ -421,8 +435,9 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
             raise _NotDone
         images = unseen_images()
-        with tempfile.TemporaryDirectory() as folder:
-            checkpoint = confident_checkpoint(Path(folder))
+        published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
+        with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published):
+            checkpoint = confident_checkpoint(Path(folder), published)
             names, confidence = _expected_confidence(checkpoint, images)
             rows = [{"id": i, "image": image} for i, image in enumerate(images)]
             try:
@@ -617,13 +632,12 @@ def _failure(error: Exception) -> str:
 def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
     """04.2: ``train_from_shard(loop_config)`` trains on Ray Train from ``get_dataset_shard("train")``, one report
     with a checkpoint per epoch; run on 2 CPU workers with a small problem of the check's own."""
-    import tempfile
-
     import ray
     import ray.data
     from ray.train import CheckpointConfig, LoggingConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from helpers.config import run_name, storage_path
     from helpers.distributed import torch_config
     from helpers.loops import WEIGHTS_FILE
     from helpers.measure import Tally
@@ -635,32 +649,31 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
         epochs, tally = 3, Tally.remote()
         loop_config = {"epochs": epochs, "batch_size": 32, "lr": 0.05, "learner": train_from_shard, "tally": tally}
-        with tempfile.TemporaryDirectory() as storage:
-            trainer = TorchTrainer(
-                _observed,
-                train_loop_config=loop_config,
-                datasets={"train": train},
-                scaling_config=ScalingConfig(num_workers=workers),
-                torch_config=torch_config(),
-                run_config=RunConfig(
-                    name="exercise-04.2",
-                    storage_path=storage,
-                    checkpoint_config=CheckpointConfig(num_to_keep=None),
-                    logging_config=LoggingConfig(log_level="ERROR"),
-                ),
-            )
-            try:
-                result = trainer.fit()
-            except Exception as error:  # the learner's error, raised in a worker
-                found = _failure(error)
-                if "NotImplementedError" in found:
-                    raise _NotDone from None
-                raise AssertionError(
-                    f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
-                    'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
-                    "`image` and `label`"
-                ) from None
-            return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers)
+        trainer = TorchTrainer(
+            _observed,
+            train_loop_config=loop_config,
+            datasets={"train": train},
+            scaling_config=ScalingConfig(num_workers=workers),
+            torch_config=torch_config(),
+            run_config=RunConfig(
+                name=run_name("exercise-04.2"),
+                storage_path=storage_path(),  # every worker writes its checkpoints there, on any node
+                checkpoint_config=CheckpointConfig(num_to_keep=None),
+                logging_config=LoggingConfig(log_level="ERROR"),
+            ),
+        )
+        try:
+            result = trainer.fit()
+        except Exception as error:  # the learner's error, raised in a worker
+            found = _failure(error)
+            if "NotImplementedError" in found:
+                raise _NotDone from None
+            raise AssertionError(
+                f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
+                'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
+                "`image` and `label`"
+            ) from None
+        return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers)
 
     return _check("04.2", run)
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from helpers.ingest import check_label_table, class_folders, ensure_labels, file
 # The run of notebook 03 whose model notebook 06 serves: the name notebook 03 gives `run_config` (a test checks it).
 FINE_TUNED_RUN = "03-dogs-fish-ray-data"
 FINE_TUNED_NOTEBOOK = "notebooks/03_ray_data.ipynb"
-STANDIN_FOLDER = "serve-standin-model"  # under results/: the model notebook 06 fine-tunes when 03 has not run
+STANDIN_FOLDER = "serve-standin-model"  # under the storage path: the model notebook 06 fine-tunes when 03 has not run
 SNAPSHOT = "checkpoint_manager_snapshot.json"  # what Ray Train writes in a run folder: its reported checkpoints
 
 
@@ -91,14 +92,16 @@ def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -
             f"Notebook 03's fine-tuned model is missing: no run at {where}. Run {FINE_TUNED_NOTEBOOK} first "
             "(it fine-tunes the model this notebook serves), then this notebook again."
         )
-    folder = config.RESULTS_DIR / STANDIN_FOLDER
+    where_standin = f"{(storage or config.storage_path()).rstrip('/')}/{STANDIN_FOLDER}"  # every replica reads it
     print(f"Notebook 03's fine-tuned model is missing (no run at {where}): run {FINE_TUNED_NOTEBOOK} first")
-    if not (folder / "checkpoint" / "config.json").exists():
-        seconds = build_standin_model(sources, folder / "checkpoint")
-        print(f"Until then this notebook serves a stand-in, fine-tuned here in {seconds:.0f} s: {folder}")
+    if not config.exists(f"{where_standin}/checkpoint/config.json"):
+        with tempfile.TemporaryDirectory() as folder:
+            seconds = build_standin_model(sources, Path(folder) / "checkpoint")
+            config.publish_folder(Path(folder), where_standin)
+        print(f"Until then this notebook serves a stand-in, fine-tuned here in {seconds:.0f} s: {where_standin}")
     else:
-        print(f"Until then this notebook serves the stand-in fine-tuned by an earlier run: {folder}")
-    return Checkpoint.from_directory(str(folder))
+        print(f"Until then this notebook serves the stand-in fine-tuned by an earlier run: {where_standin}")
+    return Checkpoint(where_standin)
 
 
 def build_standin_model(sources: config.Sources, folder: Path) -> float:

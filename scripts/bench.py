@@ -48,6 +48,7 @@ from helpers.vit import architecture_named, count_parameters
 OUT = config.RESULTS_DIR / "bench"
 SEEDS_T4_EPOCH_S = 130.0  # the seeds' tutorial: 2 min 10 s per CIFAR-10 epoch on one T4, its 14.3 M-parameter ViT
 CIFAR10_TRAIN_IMAGES = 50_000
+FIRST_STREAMING_BATCH_TARGET_S = 2.0  # the first batch of the first streaming epoch, on the local cluster
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def measure_training(uri: str, settings: Settings, datasets: dict[str, ray.data.
         epochs = [benchmark.Epoch(**epoch) for epoch in run["epochs"]]
         figures[key] = benchmark.summary(epochs, workers=settings.num_workers) | {
             "first_batch_s": run["setup_s"] + epochs[0].first_batch_s,
+            "new_workers_first_epoch": benchmark.workers_started_between(*run["first_epoch_window"]),
         }
     return {
         "fit_s": fit_s,
@@ -256,6 +258,16 @@ def markdown(report: dict) -> str:
         f"line) {t['startup_s']:.1f} s, paid once, in no figure above. First batch: from the side's set-up (load, "
         "or the shard) to its first batch. Ratios: to preloaded (ingest, training), to the hand loop (inference).",
     ]
+    streaming = t["paths"][f"streaming/{s['precisions'][0]}"]
+    new_workers = streaming.get("new_workers_first_epoch")
+    on_target = streaming["first_batch_s"] <= FIRST_STREAMING_BATCH_TARGET_S and new_workers == 0
+    lines.append(
+        f"First streaming epoch: first batch after {streaming['first_batch_s']:.1f} s, "
+        + ("? (no state API)" if new_workers is None else str(new_workers))
+        + f" worker processes started during it ({'✓' if on_target else '✗'} target: within "
+        f"{FIRST_STREAMING_BATCH_TARGET_S:g} s, none started: Train's workers and their Ray Data tasks reuse the "
+        "job's idle workers, helpers.cluster.CompactRuntimeEnv)."
+    )
     crossover = report["inference_crossover_images"]
     lines.append(
         "Batch inference: the pool overtakes the hand loop after "

@@ -89,12 +89,12 @@ def connect(timeout: float) -> dict[str, float]:
 
     logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
     if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
-        return init_ray()
+        return init_ray(require_shared=False)
     outcome: dict[str, object] = {}
 
     def attempt() -> None:
-        try:
-            outcome["resources"] = init_ray()
+        try:  # the storage and sources rows below say which node misses what, with the fix
+            outcome["resources"] = init_ray(require_shared=False)
         except Exception as error:  # reported below, with the fix
             outcome["error"] = error
 
@@ -160,10 +160,10 @@ def versions_here() -> dict[str, str]:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             found[name] = "missing"
-    try:
-        import helpers  # noqa: F401  (the course's own package: notebooks' workers import it)
+    try:  # the course's own package: on a worker node it comes with the job's runtime env (py_modules)
+        import helpers
 
-        found["helpers"] = "ok"
+        found["helpers"] = "runtime env" if "runtime_resources" in Path(helpers.__file__).parts else "installed"
     except ImportError:
         found["helpers"] = "missing"
     return found
@@ -214,8 +214,16 @@ def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:
 
 
 def missing_paths(paths: list[str]) -> list[str]:
-    """Of the local ``paths``, those that do not exist on this node."""
-    return [p for p in paths if not Path(p).exists()]
+    """Of the local ``paths``, those this node cannot read: missing, or (a folder) without a file it can read."""
+    missing = []
+    for path in map(Path, paths):
+        try:
+            file = path if path.is_file() else next(p for p in sorted(path.rglob("*")) if p.is_file())
+            with file.open("rb") as stream:
+                stream.read(1024)
+        except (OSError, StopIteration):
+            missing.append(str(path))
+    return missing
 
 
 def node_report(storage: str, folder: str, name: str, local_paths: list[str]) -> dict[str, object]:
@@ -287,9 +295,16 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
             "versions",
             False,
             "; ".join(problems),
-            "install the course the same way on every node: `make setup` in the repository (same commit, same lock)",
+            "give every node the locked packages (the cluster's image: deploy/Dockerfile); the course's own code "
+            "travels with the job (helpers.cluster.job_runtime_env), nothing else is installed by hand",
         )
-    return Check("versions", True, f"{summary} on the driver and on {len(nodes)} node(s), as locked")
+    shipped = sum(1 for report in reports if isinstance(report, dict) and report.get("helpers") == "runtime env")
+    return Check(
+        "versions",
+        True,
+        f"{summary} on the driver and on {len(nodes)} node(s), as locked; helpers through the job's runtime env on "
+        f"{shipped} of them",
+    )
 
 
 def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
@@ -396,7 +411,8 @@ def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
                     "sources",
                     False,
                     "; ".join(problems),
-                    "run `make data` on every node (or put data/ on a shared mount: COURSE_DATA_DIR)",
+                    "put the data on storage every node mounts: `make data COURSE_DATA_DIR=/mnt/cluster_storage/"
+                    "vit-ray-course/data`, then set COURSE_DATA_DIR there for the notebooks too",
                 )
             )
         else:
@@ -486,7 +502,8 @@ def run_checks() -> list[Check]:
     gpu_nodes = [n for n in nodes if n["Resources"].get("GPU", 0)]
     reports = gather([on_node(node_report, n).remote(storage, folder, n["NodeID"], local) for n in nodes])
     names = names_of(nodes)
-    worker_node = nodes[-1]  # a worker node if there is one: where the notebooks' workers run
+    # where the notebooks' workers run: the node with the most CPUs (a head may keep none)
+    worker_node = max(reversed(nodes), key=lambda node: node["Resources"].get("CPU", 0))
     later = gather(
         [on_node(unread_markers, n).remote(storage, folder, names) for n in nodes]
         + [on_node(torch_gpus, n, num_gpus=1).remote() for n in gpu_nodes]

@@ -32,7 +32,7 @@ ray._private.utils.write_ray_address = lambda *args, **kwargs: None
 GiB = 1024**3
 
 
-def object_store_bytes() -> int:
+def object_store_bytes() -> int:  # scripts/with-ray-cluster.sh gives the isolated node the same
     """Object store per node: 15 % of this machine's memory, between 1 and 4 GiB (two nodes share it)."""
     return int(min(4 * GiB, max(1 * GiB, 0.15 * psutil.virtual_memory().total)))
 
@@ -45,6 +45,11 @@ def main() -> None:
         "--worker-gpus", type=int, default=0, help="GPUs the worker node reports (the head reports the GPUs it finds)"
     )
     parser.add_argument("--temp-dir", required=True, help="Ray's temp folder: every process names it")
+    parser.add_argument(
+        "--head-only",
+        action="store_true",
+        help="start the head node alone, with no CPUs (the worker node joins later: scripts/cluster_node.py)",
+    )
     args = parser.parse_args()
 
     node = dict(
@@ -58,6 +63,8 @@ def main() -> None:
         initialize_head=True,
         head_node_args={
             **node,
+            # head only: no CPUs, so that every task and worker that needs one runs on the other node
+            **({"num_cpus": 0} if args.head_only else {}),
             "num_gpus": None,  # the GPUs this machine has; the worker node claims none: they would count twice
             "gcs_server_port": args.port,
             "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
@@ -66,8 +73,8 @@ def main() -> None:
         },
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
     )
-    # No log monitor on the second node: a line a worker prints reaches the driver once.
-    cluster.add_node(**node, num_gpus=args.worker_gpus)
+    if not args.head_only:  # no log monitor on the second node: a line a worker prints reaches the driver once
+        cluster.add_node(**node, num_gpus=args.worker_gpus)
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     nodes = [n for n in ray.nodes() if n["Alive"]]
     resources = ray.cluster_resources()

@@ -13,6 +13,15 @@
 # COURSE_RAY_PORT (default 6389), COURSE_RAY_CPUS_PER_NODE (default 4). The head node reports the GPUs this
 # machine has; COURSE_RAY_WORKER_GPUS (default 0) makes the worker node report some (tests use it: a node that
 # claims a GPU torch cannot see).
+#
+# COURSE_RAY_ISOLATED_NODE=1 (`make test` sets it) makes the worker node one that shares no files with this checkout,
+# as a node of a real cluster: it runs in a mount namespace of its own (`unshare --mount`, which needs root) where the
+# checkout, with data/ and results/, is an empty read-only folder; its Python has the locked packages but not the
+# course's (`helpers` reaches it only through the job's runtime env); it has its own temp folder. The head keeps no
+# CPUs, so every Ray Train worker, Ray Data task and actor that needs a CPU runs on that node. Data and storage are in
+# a folder outside the checkout that both nodes see (COURSE_DATA_DIR, COURSE_STORAGE_PATH; `make data` publishes the
+# data there), removed when the cluster stops. Where a mount namespace cannot be made, it says so and starts the
+# usual worker node (COURSE_RAY_NODE_ISOLATED=0 then tells the tests).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,8 +31,11 @@ python="$venv/bin/python"
 port="${COURSE_RAY_PORT:-6389}"
 cpus_per_node="${COURSE_RAY_CPUS_PER_NODE:-4}"  # 2 nodes x 4: a 2-worker trainer and a 2-actor pool fit
 worker_gpus="${COURSE_RAY_WORKER_GPUS:-0}"
+isolated="${COURSE_RAY_ISOLATED_NODE:-0}"
 state="$root/.cluster"
 temp_dir="/tmp/ray-course-$(id -u)-$(printf '%s:%s' "$root" "$port" | cksum | cut -d' ' -f1)"
+node_dir="$temp_dir-node"  # the isolated node's own temp folder (its name starts with temp_dir's: `stop` finds it)
+shared="$temp_dir-shared"  # what both nodes see when the worker node is isolated: data/ and results/
 
 export RAY_AUTH_MODE=token
 export RAY_AUTH_TOKEN_PATH="$state/auth_token"
@@ -58,19 +70,59 @@ alive_pids() {
 stop_cluster() {
   local pids
   pids=$(cluster_pids)
-  [ -n "$pids" ] || return 0
+  [ -n "$pids" ] || { remove_isolated_folders; return 0; }
   say "stopping $(echo $pids | wc -w) processes of the cluster at $RAY_ADDRESS"
   kill -TERM $pids 2>/dev/null || true
   for signal in TERM KILL; do
     if [ "$signal" = KILL ]; then kill -KILL $pids 2>/dev/null || true; fi
     for _ in $(seq 20); do
       pids=$(alive_pids $pids)
-      [ -n "$pids" ] || return 0
+      [ -n "$pids" ] || { remove_isolated_folders; return 0; }
       sleep 0.5
     done
   done
   say "these processes would not stop: $pids" >&2
   return 1
+}
+
+remove_isolated_folders() {
+  rm -rf "$node_dir" "$node_dir-venv" "$shared" 2>/dev/null || true
+}
+
+can_isolate() {
+  command -v unshare >/dev/null && unshare --mount --propagation private true 2>/dev/null
+}
+
+start_isolated_node() {
+  # The worker node of a real cluster, on this machine: see the header. The venv is bound to a path outside the
+  # checkout, the course's editable install is blanked out, the checkout is covered; then the node starts.
+  local cpus=$((cpus_per_node * 2)) store
+  store=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import local_cluster; print(local_cluster.object_store_bytes())' "$root/scripts")
+  mkdir -p "$node_dir" "$node_dir-venv"
+  cp "$root/scripts/cluster_node.py" "$node_dir/cluster_node.py"
+  (umask 077 && cp "$RAY_AUTH_TOKEN_PATH" "$node_dir/auth_token")
+  RAY_AUTH_TOKEN_PATH="$node_dir/auth_token" unshare --mount --propagation private -- /bin/sh -c '
+    set -e
+    venv=$1 view=$2 root=$3 node=$4; shift 4
+    mount --bind "$venv" "$view"
+    for f in "$view"/lib/python3*/site-packages/__editable__*vit_ray_course*; do
+      [ -e "$f" ] && mount --bind /dev/null "$f"
+    done
+    mount -t tmpfs -o ro,size=4k,mode=755 course-checkout-hidden "$root"
+    cd "$node"
+    exec "$view/bin/python" "$node/cluster_node.py" "$@"
+  ' sh "$venv" "$node_dir-venv" "$root" "$node_dir" --port "$port" --cpus "$cpus" --gpus "$worker_gpus" \
+    --object-store-bytes "$store" --temp-dir "$node_dir" >"$state/node-$port.log" 2>&1 \
+    || { cat "$state/node-$port.log" >&2; return 1; }
+  grep '^\[ray-cluster\]' "$state/node-$port.log"
+}
+
+publish_shared_data() {
+  # Data and storage that both nodes see, outside the checkout; `make data` publishes the built data sets there.
+  mkdir -p "$shared/results"
+  export COURSE_DATA_DIR="$shared/data" COURSE_STORAGE_PATH="$shared/results"
+  (cd "$root" && "$python" -m helpers.build) >"$state/publish-$port.log" 2>&1 || { cat "$state/publish-$port.log" >&2; return 1; }
+  say "shared storage: data in $COURSE_DATA_DIR, results in $COURSE_STORAGE_PATH"
 }
 
 port_busy() {
@@ -109,6 +161,20 @@ start_cluster() {
   if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
     (umask 077 && "$python" -c "import secrets; print(secrets.token_hex(32))" >"$RAY_AUTH_TOKEN_PATH")
   fi
+  if [ "$isolated" = 1 ] && ! can_isolate; then
+    say "cannot make a mount namespace here (unshare --mount needs root): the worker node shares this checkout" >&2
+    isolated=0
+  fi
+  export COURSE_RAY_NODE_ISOLATED="$isolated"
+  if [ "$isolated" = 1 ]; then
+    say "starting a head node (no CPUs) and a worker node that shares no files ($((cpus_per_node * 2)) CPUs) at $RAY_ADDRESS"
+    publish_shared_data
+    "$python" "$root/scripts/local_cluster.py" --port "$port" --cpus-per-node "$cpus_per_node" --head-only \
+      --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
+    grep '^\[ray-cluster\]' "$state/start-$port.log"
+    start_isolated_node
+    return
+  fi
   say "starting a head node and a worker node ($cpus_per_node CPUs each) at $RAY_ADDRESS from $venv"
   "$python" "$root/scripts/local_cluster.py" --port "$port" --cpus-per-node "$cpus_per_node" \
     --worker-gpus "$worker_gpus" --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
@@ -123,7 +189,9 @@ case "${1:-}" in
       check_free
       start_cluster || { stop_cluster; exit 1; }
     fi
-    echo "export RAY_ADDRESS=$RAY_ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
+    shared_env=""
+    if [ -d "$node_dir" ]; then shared_env=" COURSE_DATA_DIR=$shared/data COURSE_STORAGE_PATH=$shared/results"; fi
+    echo "export RAY_ADDRESS=$RAY_ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0$shared_env"
     ;;
   stop) stop_cluster ;;
   "") echo "usage: $0 start | stop | <command> [args...]" >&2; exit 2 ;;

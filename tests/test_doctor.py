@@ -28,7 +28,7 @@ def test_the_lock_pins_what_every_node_must_match() -> None:
 
 def test_versions_differ_only_where_they_really_do() -> None:
     locked = {"torch": "2.13.0", "ray": "2.60.0"}
-    same = {"python": "3.11.7", "torch": "2.13.0+cpu", "ray": "2.60.0", "helpers": "ok"}
+    same = {"python": "3.11.7", "torch": "2.13.0+cpu", "ray": "2.60.0", "helpers": "runtime env"}
     assert doctor.version_differences(same, locked, "3.11.7") == []
     other = {"python": "3.11.9", "torch": "2.12.1", "ray": "2.60.0", "helpers": "missing"}
     wrong = doctor.version_differences(other, locked, "3.11.7")
@@ -135,6 +135,7 @@ def test_a_node_that_claims_a_gpu_torch_cannot_see_is_a_blocker() -> None:
         "COURSE_RAY_WORKER_GPUS": "1",  # like `ray start --num-gpus=1` on this CPU-only machine
     }
     env.pop("RAY_ADDRESS", None)
+    env.pop("COURSE_RAY_ISOLATED_NODE", None)  # the usual two nodes: the test is about the GPU
     result = run_doctor(env, str(ROOT / "scripts" / "with-ray-cluster.sh"), timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     found = marks(result.stdout)

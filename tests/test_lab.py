@@ -59,7 +59,8 @@ def listener_of(process: psutil.Process, port: int) -> psutil.Process | None:
 
 def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_stops_it() -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # as a learner types it: no cluster yet
+    # as a learner types it: no cluster yet, and the learner's kind (not make test's isolated worker node)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "COURSE_RAY_ISOLATED_NODE")}
     env |= {"BROWSER": "true", "COURSE_RAY_PORT": str(LAB_RAY_PORT)}  # no browser to open here
     lab = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_PORT={port}"],

@@ -75,7 +75,8 @@ def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
 def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A cluster started by hand (`start`) from another environment; stopped at the end, checked empty."""
     venv = other_environment(tmp_path_factory.mktemp("env") / "course-env")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    # a learner's cluster: not make test's, whose worker node shares no files (COURSE_RAY_ISOLATED_NODE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
     env.update(VENV=str(venv), COURSE_RAY_PORT=str(PORT))
     before = {p.pid for p in psutil.process_iter()}
     started = run_script("start", env=env)

@@ -144,15 +144,15 @@ def test_without_notebook_03s_run_a_stand_in_is_served_saying_so_and_kept_for_th
         built.append(folder)
         return 12.0
 
-    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(serving, "build_standin_model", build)
     sources = config.get_sources("standin")
     checkpoint = serving.fine_tuned_checkpoint(sources, storage=str(tmp_path / "ray"))
     said = capsys.readouterr().out
     assert f"missing (no run at {tmp_path / 'ray'}/{serving.FINE_TUNED_RUN}-*)" in said
     assert "run notebooks/03_ray_data.ipynb first" in said
-    assert f"a stand-in, fine-tuned here in 12 s: {tmp_path / serving.STANDIN_FOLDER}" in said
-    assert checkpoint.path == str(tmp_path / serving.STANDIN_FOLDER)
+    assert f"a stand-in, fine-tuned here in 12 s: {tmp_path / 'ray' / serving.STANDIN_FOLDER}" in said
+    assert checkpoint.path == str(tmp_path / "ray" / serving.STANDIN_FOLDER)  # in the storage: every replica reads it
+    assert (tmp_path / "ray" / serving.STANDIN_FOLDER / "checkpoint" / "config.json").exists()
     serving.fine_tuned_checkpoint(sources, storage=str(tmp_path / "ray"))
     assert "fine-tuned by an earlier run" in capsys.readouterr().out and len(built) == 1  # a rerun reuses it
 

@@ -81,3 +81,20 @@ def test_built_cifar10_parquet_has_image_and_label_columns():
         parts = sorted((root / split).glob("*.parquet"))
         assert len(parts) == n // build.CIFAR10_PART_ROWS, "in parts, so that a read can stop at a limit"
         assert sorted(set(table.column("label").to_pylist())) == list(range(10))
+
+
+def test_make_data_publishes_what_is_built_to_shared_storage(tmp_path, capsys):
+    """COURSE_DATA_DIR on shared storage: `make data` copies the checkout's built data sets there, once."""
+    built_here = tmp_path / "checkout-data"
+    source = built_here / config.STANDIN_IMAGENETTE
+    (source / "val").mkdir(parents=True)
+    (source / "labels.csv").write_text("file_name,label\n")
+    (source / "val" / "a.JPEG").write_bytes(b"jpeg")
+    shared = tmp_path / "cluster_storage" / "data"
+    target = build.build(config.STANDIN_IMAGENETTE, shared, built_here=built_here)
+    assert target == shared / config.STANDIN_IMAGENETTE
+    assert (target / "val" / "a.JPEG").read_bytes() == b"jpeg" and (target / "labels.csv").exists()
+    assert f"published {source} to {target}" in capsys.readouterr().out
+    assert not list(shared.glob(".*.partial")), "no half-copied folder is left"
+    build.build(config.STANDIN_IMAGENETTE, shared, built_here=built_here)
+    assert "kept" in capsys.readouterr().out, "published once"
