@@ -21,8 +21,10 @@ serving        notebook 06's plumbing around Ray Serve: the model to serve, a re
                bounded load test, watching replicas, the page people use
 metrics        accuracy with ``evaluate``, and checks that a split is not empty
 resources      hardware: a GPU in this process, precision, and the plan of workers and actors
-cluster        connecting to Ray (loopback on this machine, quiet workers) and Ray Data's settings
+cluster        connecting to Ray: the job's runtime env (code, settings), loopback on this machine, shared paths,
+               quiet workers; Ray Data's settings
 distributed    how Ray Train's workers connect torch.distributed: on 127.0.0.1 when Ray runs on this machine
+loopback       the servers Ray's workers start (Serve's replicas') on 127.0.0.1 when Ray runs on this machine
 measure        tools to measure data pipelines: a tally actor, shuffledness, stand-in work, timestamps
 benchmark      ``make bench``'s measurements: timed epochs and runs of ingest, training, batch inference
 results        each notebook's headline figure, checked against its floor, for `make run`'s table

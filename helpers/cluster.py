@@ -91,6 +91,7 @@ COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV, co
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
 SHIPPED_CODE = Path(__file__).resolve().parent  # the `helpers` package: it travels with every job
+LOOPBACK_HOOK = "helpers.loopback.keep_servers_on_loopback"
 
 
 class CompactRuntimeEnv(RuntimeEnv):
@@ -116,6 +117,8 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     * ``env_vars``: the course's settings (where data and storage are, sources, budget), what a worker needs to
       reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless ``COURSE_VERBOSE=1``), and
       the variables Ray Train gives its controller, so that the controller's env equals the job's;
+    * on this machine, ``worker_process_setup_hook``: every worker's servers listen on 127.0.0.1
+      (:mod:`helpers.loopback`);
     * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.
     """
     extra = dict(extra or {})
@@ -127,6 +130,8 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
     quiet = {} if verbose() else QUIET_WORKERS
     env_vars = settings | passed | quiet | train | extra.pop("env_vars", {})
+    if is_on_this_machine(os.environ.get("RAY_ADDRESS")):  # every worker's servers on 127.0.0.1 (helpers.loopback)
+        extra.setdefault("worker_process_setup_hook", LOOPBACK_HOOK)
     return CompactRuntimeEnv(
         py_modules=[str(SHIPPED_CODE)], excludes=["__pycache__", "*.pyc"], env_vars=env_vars, **extra
     )

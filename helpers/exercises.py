@@ -293,6 +293,7 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
     def run() -> str:
         if untouched(count_to):
             raise _NotDone
+        _attached()
         assert isinstance(failure_config, FailureConfig), (
             f"`failure_config` is {failure_config!r}: make it a `FailureConfig`, with the number of restarts allowed"
         )
@@ -366,6 +367,17 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
 CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's ViT with a new head, seeded
 
 
+def _attached() -> None:
+    """Ray for a check: the notebook's own (it called ``init_ray``), else attach as the lessons do, so that the check's
+    tasks get the job's runtime env (on a cluster, the course's code reaches the other nodes only that way)."""
+    import ray
+
+    if not ray.is_initialized():
+        from helpers.cluster import init_ray
+
+        init_ray()
+
+
 @contextlib.contextmanager
 def _removed_afterwards(uri: str):
     """Delete the folder at ``uri`` when the block ends."""
@@ -434,6 +446,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             )
         if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
             raise _NotDone
+        _attached()
         images = unseen_images()
         published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
         with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published):
@@ -645,6 +658,7 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
     def run() -> str:
         if untouched(train_from_shard):
             raise _NotDone
+        _attached()
         images, labels = hidden_problem(512, seed=1)
         train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
         epochs, tally = 3, Tally.remote()
@@ -746,6 +760,7 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
     import ray.data
 
     def run() -> str:
+        _attached()
         ds = ray.data.range(2000, override_num_blocks=10)
         first, again, other = (np.asarray(attempt(epoch_order, ds, epoch)) for epoch in (0, 0, 1))
         assert sorted(first.tolist()) == list(range(2000)), (
@@ -818,6 +833,7 @@ def check_quick_validation(config_class: type) -> Verdict:
         return _ids_per_worker(iterators)
 
     def run() -> str:
+        _attached()
         workers = 3  # not the lesson's 2
         config = attempt(config_class, valid_rows=25)
         assert isinstance(config, DataConfig), (

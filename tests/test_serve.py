@@ -3,6 +3,7 @@ while its service is up (before its last cell stops it) the service is checked f
 
 * bad input over HTTP (not an image, an empty body, an oversized image) gets a 4xx with a message, and the next good
   request its answer;
+* nothing of Ray's listens beyond 127.0.0.1, the replicas' own servers included;
 * its page, in headless Chromium (Debian's `chromium`, with Playwright), where that browser is installed: a person
   picks an image and sees the class and its probability, or a message for a file that is not an image.
 
@@ -22,7 +23,7 @@ import nbformat
 import pytest
 import requests
 from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, problems, run_course
-from ports import free_port
+from ports import free_port, listening_beyond_loopback
 
 from helpers import config, results, serving
 
@@ -122,13 +123,14 @@ def served(monkeypatch_module):
     port = free_port()
     monkeypatch_module.setenv(config.SERVE_PORT_ENV, str(port))
     base_url = f"http://127.0.0.1:{port}"
-    checked: dict[str, list[str] | None] = {"bad input": None, "page": None}
+    checked: dict[str, list[str] | None] = {"bad input": None, "page": None, "loopback": None}
 
     def before_cell(source: str) -> None:  # runs in nbclient's event loop: the checks get a thread of their own
         if not source.startswith("serve.shutdown()"):
             return
 
         def look() -> None:
+            checked["loopback"] = listening_beyond_loopback()  # while every deployment is up
             for name, check in (("bad input", check_bad_input), ("page", check_page)):
                 if name == "page" and not BROWSER_READY:
                     continue
@@ -168,6 +170,13 @@ def test_bad_input_gets_a_4xx_with_a_message_and_the_service_goes_on(served):
     _, _, checked = served
     assert checked["bad input"] is not None, "the service was never checked: the notebook stopped before its last cell"
     assert not checked["bad input"], checked["bad input"]
+
+
+def test_while_it_serves_nothing_listens_beyond_loopback(served):
+    """Serve's proxy, controller and replicas (whose gRPC server Ray binds to every interface: helpers.loopback)."""
+    _, _, checked = served
+    assert checked["loopback"] is not None, "never looked: the notebook stopped before its last cell"
+    assert not checked["loopback"], f"listening beyond 127.0.0.1 while serving: {checked['loopback']}"
 
 
 def test_a_person_gets_an_answer_from_the_page(served):
