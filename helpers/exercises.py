@@ -293,7 +293,6 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
     def run() -> str:
         if untouched(count_to):
             raise _NotDone
-        _attached()
         assert isinstance(failure_config, FailureConfig), (
             f"`failure_config` is {failure_config!r}: make it a `FailureConfig`, with the number of restarts allowed"
         )
@@ -305,6 +304,7 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
                 else ""
             )
         )
+        _attached()
         crash = ray.remote(num_cpus=0)(_Crash).remote()
         trainer = TorchTrainer(
             _dies_once(count_to, RESUME_CRASH_AFTER, crash),
@@ -833,12 +833,12 @@ def check_quick_validation(config_class: type) -> Verdict:
         return _ids_per_worker(iterators)
 
     def run() -> str:
-        _attached()
         workers = 3  # not the lesson's 2
         config = attempt(config_class, valid_rows=25)
         assert isinstance(config, DataConfig), (
             f"it made a {type(config).__name__}: `TorchTrainer(dataset_config=...)` takes a DataConfig, so subclass it"
         )
+        _attached()
         valid = ray.data.range(60).map_batches(lambda b: {"id": b["id"] + 1000})
         for name, size in (("train", 300), ("test", 90)):  # `test`: a dataset the exercise never named
             rows = configured(config, name, ray.data.range(size), workers)
