@@ -208,7 +208,20 @@ def sources_kind(kind: str | None = None) -> str:
 
 def get_sources(kind: str | None = None, data_dir: Path | None = None) -> Sources:
     """The sources for ``kind`` (see :func:`sources_kind`)."""
-    return _SOURCES[sources_kind(kind)](data_dir or DATA_DIR)
+    return _SOURCES[sources_kind(kind)](data_dir or data_folder())
+
+
+def data_folder() -> Path:
+    """:data:`DATA_DIR`, a folder: the stand-ins are read as files (a Hugging Face image folder, a saved model), so on
+    a cluster they go on a shared mount. A bucket is the storage's place (``COURSE_STORAGE_PATH``), not the data's."""
+    setting = os.environ.get(DATA_DIR_ENV, "")
+    if "://" in setting:
+        raise ValueError(
+            f"{DATA_DIR_ENV}={setting} is a URI: it must be a folder every node mounts (an NFS mount such as "
+            f"/mnt/cluster_storage/vit-ray-course/data). Buckets work for {STORAGE_ENV} (checkpoints and outputs), "
+            f"and {SOURCES_ENV}=real reads the public data sets from S3 itself."
+        )
+    return DATA_DIR
 
 
 def budget_kind(gpus: float = 0, kind: str | None = None) -> str:

@@ -130,3 +130,10 @@ def test_the_makefile_reads_course_sources_as_python_does():
         kind = config.sources_kind(value or None)
         assert f"COURSE_SOURCES={kind} " in shown, (value, shown)
         assert ("HF_HUB_OFFLINE=1" in shown) == (kind != "real"), (value, shown)
+
+
+def test_a_bucket_for_the_data_folder_is_refused_with_the_alternatives(monkeypatch):
+    monkeypatch.setenv(config.DATA_DIR_ENV, "s3://my-bucket/data")
+    with pytest.raises(ValueError, match="must be a folder every node mounts") as refused:
+        config.get_sources("standin")
+    assert config.STORAGE_ENV in str(refused.value) and "COURSE_SOURCES=real" in str(refused.value)

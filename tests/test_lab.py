@@ -14,10 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import free_port
+from ports import beyond_loopback, free_port, listeners
 
 ROOT = Path(__file__).resolve().parent.parent
-LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 LAB_RAY_PORT = 6689  # the lab's own cluster, beside `make test`'s (6389) and the other tests' clusters
 
 pytestmark = pytest.mark.cluster  # starts a Ray cluster with the lab
@@ -25,15 +24,7 @@ pytestmark = pytest.mark.cluster  # starts a Ray cluster with the lab
 
 def listening(process: psutil.Process) -> set[tuple[str, int]]:
     """The addresses that ``process`` and its descendants listen on."""
-    found = set()
-    for each in [process, *process.children(recursive=True)]:
-        try:
-            found |= {
-                (c.laddr.ip, c.laddr.port) for c in each.net_connections("inet") if c.status == psutil.CONN_LISTEN
-            }
-        except psutil.NoSuchProcess:
-            pass
-    return found
+    return {(ip, port) for _, _, ip, port in listeners([process, *process.children(recursive=True)])}
 
 
 def cluster_processes(port: int) -> list[psutil.Process]:
@@ -82,13 +73,8 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
         server = listener_of(psutil.Process(lab.pid), port)
         assert server is not None
         assert server.environ().get("RAY_ADDRESS") == f"127.0.0.1:{LAB_RAY_PORT}", "kernels inherit the lab's cluster"
-        ray_listeners = {
-            (c.laddr.ip, c.laddr.port)
-            for process in cluster_processes(LAB_RAY_PORT)
-            for c in process.net_connections("inet")
-            if c.status == psutil.CONN_LISTEN
-        }
-        assert ray_listeners and {ip for ip, _ in ray_listeners} <= LOOPBACK, ray_listeners
+        ray_listeners = listeners(cluster_processes(LAB_RAY_PORT))
+        assert ray_listeners and not beyond_loopback(ray_listeners), ray_listeners
         token = server.environ().get("JUPYTER_TOKEN")
         page = page_config(port, token, lab)
         assert "@jupyterlab/apputils-extension:announcements" in page["disabledExtensions"], "the news pop-up"

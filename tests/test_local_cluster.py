@@ -17,11 +17,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ports import beyond_loopback, listeners
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "with-ray-cluster.sh"
 PORT = 6589  # not the 6389 of `make test`'s own cluster
-LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 # Listeners allowed beyond loopback, with the reason (README, "The local Ray cluster"): none today.
 ALLOWED_BEYOND_LOOPBACK: dict[str, str] = {}
 
@@ -138,18 +138,8 @@ def test_a_line_printed_by_a_task_arrives_once(tasks):
 def test_every_process_of_the_cluster_listens_on_loopback_only(cluster, tasks):
     processes = cluster_processes(cluster)
     assert len(processes) >= 6, "expected the GCS, two raylets, their agents and workers"
-    wide = []
-    for process in processes:
-        try:
-            connections = process.net_connections(kind="inet")
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        for c in connections:
-            if c.status == psutil.CONN_LISTEN and c.laddr.ip not in LOOPBACK:
-                name = process.name()
-                if name not in ALLOWED_BEYOND_LOOPBACK:
-                    wide.append(f"{name} (pid {process.pid}) on {c.laddr.ip}:{c.laddr.port}")
-    assert not wide, f"listening beyond 127.0.0.1: {wide}"
+    found = [listener for listener in listeners(processes) if listener[0] not in ALLOWED_BEYOND_LOOPBACK]
+    assert not beyond_loopback(found), f"listening beyond 127.0.0.1: {beyond_loopback(found)}"
 
 
 def test_a_cluster_started_by_hand_is_not_stopped_by_a_course_command(cluster):
