@@ -59,7 +59,7 @@ $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	  exit 1; fi; \
 	"$$py" scripts/check_python.py || exit 1; \
 	if [ ! -x $(BIN)/python ]; then echo "creating $(VENV) with $$py ($$("$$py" -V))"; "$$py" -m venv $(VENV); fi
-	@echo "installing the locked packages into $(VENV) (about 2 minutes the first time)"
+	@echo "installing the locked packages into $(VENV) (about a minute the first time)"
 	@start=$$(date +%s); set -e; index="$(TORCH_INDEX)"; \
 	if [ -n "$$index" ] && ! $(BIN)/python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
 	    "$$index/torch/" >/dev/null 2>&1; then \
@@ -79,7 +79,7 @@ hooks: ## strip notebook outputs on commit (nbstripout as a git filter; `make se
 	  echo "git strips notebook outputs on commit (nbstripout filter); your working copy keeps them"; \
 	fi
 
-data: setup ## build the offline stand-in data and model in data/ (about 2.5 minutes, once)
+data: setup ## build the offline stand-in data and model in data/ (about a minute, once)
 	$(BIN)/python -m helpers.build
 
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies

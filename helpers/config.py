@@ -282,7 +282,7 @@ def require_local(path: str | Path, what: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(
             f"The {what} is missing at {path}. Build the course data and model with "
-            f"`{BUILD_COMMAND}` in the repository root (about 2.5 minutes, no network needed)."
+            f"`{BUILD_COMMAND}` in the repository root (about a minute, no network needed)."
         )
     return path
 

@@ -465,8 +465,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                     .to_pandas()
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
-                last = [line for line in str(error).strip().splitlines() if line.strip()][-1]
-                raise AssertionError(f"running it on an actor pool raised: {last[:200]}") from None
+                raise AssertionError(f"running it on an actor pool raised {_failure(error)}") from None
         assert {"predicted", "confidence"} <= set(out.columns), (
             f"the rows have the columns {sorted(out.columns)}: add `predicted` and `confidence` to the batch"
         )
@@ -634,12 +633,13 @@ def _observed(loop_config: dict) -> None:
 
 
 def _failure(error: Exception) -> str:
-    """The first line of what a worker raised, out of Ray Train's report of a failed run."""
-    text = str(error)
+    """What the learner's code raised (``KeyError: 'pixel_values'``), out of Ray's report of a failed run or task:
+    the last ``Type: message`` line before Ray's own exceptions that wrap it (Ray Data's retry advice, for one)."""
+    text = str(error).split("The above exception was the direct cause of the following exception")[0]
     for line in reversed(text.splitlines()):
-        if line.strip() and not line.startswith((" ", "Traceback")) and ":" in line:
+        if line.strip() and not line.startswith((" ", "Traceback", "\x1b")) and ":" in line:
             return line.strip()[:200]
-    return text.splitlines()[0][:200] if text else type(error).__name__
+    return text.strip().splitlines()[0][:200] if text.strip() else type(error).__name__
 
 
 def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
@@ -917,6 +917,8 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
     from ray import serve
     from ray.serve import Deployment
 
+    from helpers.serving import serve_logging
+
     def run() -> str:
         if not isinstance(deployment, Deployment):
             raise AssertionError(
@@ -928,8 +930,12 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         assert _serve_is_running(), "Serve is not running here: run the lesson's cell with `serve.start(...)` first"
         values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
 
+        quiet = serve_logging()
+
         def deploy_and_call() -> list:  # in a thread of its own: a notebook's event loop forbids waiting in it
-            handle = attempt(serve.run, deployment.bind(score_batch), name=EXERCISE_APP, route_prefix=None)
+            handle = attempt(  # Serve's logging as the lesson's: no line per request
+                serve.run, deployment.bind(score_batch), name=EXERCISE_APP, route_prefix=None, logging_config=quiet
+            )
             responses = [handle.remote(value) for value in values]
             return [attempt(response.result, timeout_s=120) for response in responses]
 

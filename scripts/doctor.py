@@ -36,18 +36,19 @@ LOCK = ROOT / "requirements" / "lock.txt"
 PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
 TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
 CONNECT_TIMEOUT_S = 5
-# What each notebook took with the cpu budget on the reference machine (2 cores, the local 2-node cluster; the cell
-# times of a fresh clone's `make test`, 2026-11-22), and what the probe below took there: an estimate scales the first
-# by the probe's ratio.
+# What each notebook took with the cpu budget on the reference machine (2 cores, the local 2-node cluster; a fresh
+# clone's `make run`, 2026-11-24), and what the probe below took there: an estimate scales the first by the probe's
+# ratio.
 REFERENCE_SECONDS = {
-    "01_local_finetune": 69,
-    "02_ray_train_finetune": 110,
-    "02b_fault_tolerance": 104,
-    "03_ray_data": 184,
-    "04_cifar10_pytorch_to_ray": 227,
-    "05_data_loading_playbook": 263,
+    "01_local_finetune": 32,
+    "02_ray_train_finetune": 54,
+    "02b_fault_tolerance": 55,
+    "03_ray_data": 77,
+    "04_cifar10_pytorch_to_ray": 89,
+    "05_data_loading_playbook": 116,
+    "06_ray_serve": 99,
 }
-REFERENCE_PROBE_S = 2.0  # seconds, the median of a few runs there
+REFERENCE_PROBE_S = 1.1  # seconds, the probe there (2026-11-24)
 OK, NOT_OK = "✓", "✗"
 
 
@@ -465,6 +466,8 @@ def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Che
         "04_cifar10_pytorch_to_ray": f"{workers}, ViT {budget.cifar_architecture}, {budget.cifar_epochs} epochs "
         f"of {budget.cifar_train_size or 'all'} images",
         "05_data_loading_playbook": f"{workers}, {budget.playbook_rows} rows, XGBoost and TensorFlow",
+        "06_ray_serve": f"Ray Serve, up to {budget.serve_max_replicas} replica(s) "
+        f"({'1 GPU each' if plan.gpus_per_actor else 'CPU'}), a load test of {budget.serve_load_requests} requests",
     }
     rows = []
     for notebook, text in what.items():

@@ -90,7 +90,10 @@ def test_the_quick_bench_produces_every_figure(tmp_path: Path) -> None:
     for path in benchmark.DATA_PATHS:
         figures = training["paths"][f"{path}/fp32"]
         assert figures["images_per_s"] > 0 and figures["first_batch_s"] > 0 and figures["warm_up_s"] > 0
+    first_epoch = training["paths"]["streaming/fp32"]["new_workers_first_epoch"]
+    assert isinstance(first_epoch, int) and first_epoch >= 0, "the course's cluster has a state API: a count"
     table = (tmp_path / "bench.md").read_text()
+    assert "worker processes started during it" in table and "First streaming epoch: first batch after" in table
     preloaded = training["paths"]["preloaded/fp32"]["images_per_s"]
     streaming = training["paths"]["streaming/fp32"]["images_per_s"]
     assert "| training fp32 | streaming |" in table

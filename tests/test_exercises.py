@@ -659,3 +659,18 @@ def test_the_batching_check():
     finally:
         serve.shutdown()
         ray.shutdown()
+
+
+def test_a_failure_in_ray_is_told_by_the_learners_own_error():
+    """Ray wraps what the learner's code raised; the verdict names that, not Ray's wrapper or its retry advice."""
+    ray_data = (
+        "\x1b[36mray::MapWorker(MapBatches(Bad)).submit()\x1b[39m (pid=1, ip=127.0.0.1)\n"
+        '  File "/tmp/x.py", line 7, in __call__\n    raise KeyError("pixel_values")\n'
+        "KeyError: 'pixel_values'\n\nThe above exception was the direct cause of the following exception:\n\n"
+        "\x1b[36mray::MapWorker(MapBatches(Bad)).submit()\x1b[39m (pid=1, ip=127.0.0.1)\n"
+        "ray.exceptions.UserCodeException: UDF failed to process a data block.\n"
+        "To change retry attempts, backoff, or which errors are retried, configure `ray.data.DataContext` if"
+    )
+    assert exercises._failure(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
+    train = "Training failed.\nTraceback (most recent call last):\n  File x\nValueError: no column `x`"
+    assert exercises._failure(RuntimeError(train)) == "ValueError: no column `x`"
