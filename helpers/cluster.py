@@ -85,8 +85,8 @@ PASSED_TO_WORKERS = (
 )
 
 
-# The course's own settings: a worker reads the same data and storage, sources and budget as the notebook.
-COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV, config.DATA_DIR_ENV, config.STORAGE_ENV)
+# The course's own settings passed on as they are set here (the data folder and the storage go as resolved paths).
+COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
 # Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
@@ -102,7 +102,7 @@ class CompactRuntimeEnv(RuntimeEnv):
     while a job's own env is written by ``json.dumps`` with spaces. With the same variables in the job's env and
     this spelling, the merged env is the job's env, character for character: Ray Train's workers and their Ray
     Data tasks reuse the job's idle workers instead of starting (and importing Ray Data in) new ones.
-    ``tests/test_runtime_env.py`` tells when a Ray release changes this.
+    ``tests/test_real_cluster.py`` tells when a Ray release changes this.
     """
 
     def serialize(self) -> str:
@@ -123,8 +123,7 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     """
     extra = dict(extra or {})
     settings = {name: os.environ[name] for name in COURSE_SETTINGS if name in os.environ}
-    settings[config.DATA_DIR_ENV] = str(config.DATA_DIR)
-    settings[config.STORAGE_ENV] = config.storage_path()
+    settings |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: config.storage_path()}
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}

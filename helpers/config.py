@@ -306,9 +306,8 @@ def require_data(sources: Sources) -> Sources:
 def require_remote(uri: str, what: str) -> str:
     """``uri`` if something is there; otherwise an error naming the URI, what it is for, and how to change it."""
     fix = f"check the bucket and prefix, or change {SOURCES_ENV} (or the URI in helpers/config.py)"
-    fs, path = filesystem(uri)
     try:
-        found = fs.get_file_info(path).type != pafs.FileType.NotFound
+        found = exists(uri)
     except OSError as error:  # no such bucket, no network, no permission
         raise FileNotFoundError(f"Cannot read {uri} ({what}): {error}. {fix[0].upper() + fix[1:]}.") from None
     if not found:
@@ -327,9 +326,10 @@ def storage_path() -> str:
     return storage if "://" in storage else str(Path(storage).absolute())
 
 
-def shared_path(name: str) -> str:
-    """``name`` under :func:`storage_path`: a place every worker can write to and this process can read from."""
-    return f"{storage_path().rstrip('/')}/{name}"
+def shared_path(name: str, storage: str | None = None) -> str:
+    """``name`` under ``storage`` (default :func:`storage_path`): a place every worker can write to and this process
+    can read from."""
+    return f"{(storage or storage_path()).rstrip('/')}/{name}"
 
 
 # Notebook 06's service: where it listens (unset: a free port on 127.0.0.1, chosen at run time), and the largest

@@ -4,7 +4,7 @@ A Ray Serve 2.60 replica starts a gRPC server for calls between deployments on `
 setting for the address. :func:`keep_servers_on_loopback` runs first in every worker process of the course's jobs on
 this machine (the job's runtime env names it as ``worker_process_setup_hook``) and binds such servers to 127.0.0.1.
 Kept apart from the other helpers so that every worker imports only this small module at start-up.
-tests/test_serve.py lists the listening sockets while notebook 06 serves; tests/test_real_cluster.py tells when a
+tests/test_serve.py lists the listening sockets while notebook 06 serves; tests/test_loopback.py tells when a
 Ray release no longer needs this.
 """
 

@@ -92,7 +92,7 @@ def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -
             f"Notebook 03's fine-tuned model is missing: no run at {where}. Run {FINE_TUNED_NOTEBOOK} first "
             "(it fine-tunes the model this notebook serves), then this notebook again."
         )
-    where_standin = f"{(storage or config.storage_path()).rstrip('/')}/{STANDIN_FOLDER}"  # every replica reads it
+    where_standin = config.shared_path(STANDIN_FOLDER, storage)  # every replica reads it there
     print(f"Notebook 03's fine-tuned model is missing (no run at {where}): run {FINE_TUNED_NOTEBOOK} first")
     if not config.exists(f"{where_standin}/checkpoint/config.json"):
         with tempfile.TemporaryDirectory() as folder:

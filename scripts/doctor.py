@@ -219,7 +219,7 @@ def missing_paths(paths: list[str]) -> list[str]:
     missing = []
     for path in map(Path, paths):
         try:
-            file = path if path.is_file() else next(p for p in sorted(path.rglob("*")) if p.is_file())
+            file = path if path.is_file() else next(p for p in path.rglob("*") if p.is_file())  # the first found
             with file.open("rb") as stream:
                 stream.read(1024)
         except (OSError, StopIteration):

@@ -10,14 +10,18 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import check_python  # noqa: E402  (the Python range `make setup` reads from pyproject.toml)
+import doctor  # noqa: E402  (how the doctor reads the lock's pins)
+
 LOCK = ROOT / "requirements" / "lock.txt"
 PYPROJECT = ROOT / "pyproject.toml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
@@ -29,16 +33,9 @@ STORAGE = ROOT / "deploy" / "kuberay" / "storage.yaml"
 BUILD_INPUTS = {"pyproject.toml", "requirements/lock.txt", "requirements/overrides.txt"}
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 SHARED_SETTINGS = ("COURSE_DATA_DIR", "COURSE_STORAGE_PATH")
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 # ---- reading the files -------------------------------------------------------------------------------------------
-
-
-def locked_version(lock_text: str, package: str) -> str | None:
-    """The version the lock pins for ``package`` (``name==version``, a marker or not), or None."""
-    found = re.search(rf"^{re.escape(package)}==([^\s;]+)", lock_text, re.MULTILINE | re.IGNORECASE)
-    return found.group(1) if found else None
 
 
 def pinned_in_pyproject(pyproject_text: str, package: str) -> str | None:
@@ -82,12 +79,6 @@ def base_image(dockerfile_text: str) -> str:
     return bases[0]
 
 
-def python_admitted(python: tuple[int, int], requires_python: str) -> bool:
-    """Whether some release of Python major.minor satisfies ``requires-python``."""
-    specifier = SpecifierSet(requires_python)
-    return any(f"{python[0]}.{python[1]}.{patch}" in specifier for patch in range(100))
-
-
 def manifest_images(manifest_text: str) -> list[str]:
     """Every ``image:`` in a manifest, commented-out ones too (the GPU worker group is a comment until it is used)."""
     return re.findall(r"^\s*#?\s*(?:-\s*)?image:\s*[\"']?([^\s\"'#]+)", manifest_text, re.MULTILINE)
@@ -114,7 +105,7 @@ def env_of(container: dict) -> dict[str, str]:
 # ---- the checks: each returns what is wrong, as sentences that say what to change ---------------------------------
 
 
-def base_image_problems(dockerfile_text: str, ray: str, requires_python: str) -> list[str]:
+def base_image_problems(dockerfile_text: str, ray: str, supported: list[tuple[int, int]]) -> list[str]:
     image = base_image(dockerfile_text)
     if not image.startswith("rayproject/ray:"):
         return [f"deploy/Dockerfile builds FROM {image}: build FROM the official rayproject/ray:<ray>-py<python>-cpu"]
@@ -127,10 +118,11 @@ def base_image_problems(dockerfile_text: str, ray: str, requires_python: str) ->
             f"deploy/Dockerfile's base image has Ray {versions[0]}, the lock ray=={ray}: change its FROM to "
             f"rayproject/ray:{ray}-py... (and the manifest's rayVersion and image tags with it)"
         )
-    if not python_admitted(versions[1], requires_python):
+    if versions[1] not in supported:
         problems.append(
             f"deploy/Dockerfile's base image has Python {versions[1][0]}.{versions[1][1]}, which pyproject.toml's "
-            f"requires-python {requires_python!r} does not admit: pick a -pyXY tag it admits (py311)"
+            f"requires-python does not admit ({', '.join(map(check_python.dotted, supported))}): pick a -pyXY tag "
+            "it admits (py311)"
         )
     return problems
 
@@ -309,7 +301,7 @@ def ray_address_problems(cluster: dict) -> list[str]:
     address = env_of(head_container(cluster)).get("RAY_ADDRESS") or ""
     host = address.rsplit(":", 1)[0]
     service = f"{cluster['metadata']['name']}-head-svc"
-    if host in LOOPBACK or host != service:
+    if host != service:
         return [
             f"the head's RAY_ADDRESS is {address!r}: set it to {service}:6379 (the head's Service); a loopback address "
             "tells the course that Ray runs on this machine alone"
@@ -320,8 +312,8 @@ def ray_address_problems(cluster: dict) -> list[str]:
 # ---- the tests: the real files, then a broken copy ----------------------------------------------------------------
 
 LOCK_TEXT = LOCK.read_text()
-RAY = locked_version(LOCK_TEXT, "ray")
-REQUIRES_PYTHON = tomllib.loads(PYPROJECT.read_text())["project"]["requires-python"]
+RAY = doctor.locked_versions(LOCK_TEXT).get("ray")
+SUPPORTED = check_python.supported_minors(*check_python.required_range(PYPROJECT.read_text()))
 TORCH = pinned_in_pyproject(PYPROJECT.read_text(), "torch")
 DOCKERFILE_TEXT = DOCKERFILE.read_text()
 RAYCLUSTER_TEXT = RAYCLUSTER.read_text()
@@ -333,20 +325,20 @@ def test_the_lock_and_pyproject_pin_what_the_image_needs():
     assert TORCH == "2.13.0", (
         f"pyproject.toml pins torch=={TORCH}: deploy/Dockerfile installs the same pin; change both"
     )
-    assert locked_version("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n", "ray") == "2.59.0"
-    assert locked_version("# ray==2.60.0\nraydium==1.0\n", "ray") is None
+    assert doctor.locked_versions("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n")["ray"] == "2.59.0"
+    assert "ray" not in doctor.locked_versions("# ray==2.60.0\nraydium==1.0\n")
 
 
 def test_the_base_image_carries_the_lock_s_ray_and_a_supported_python():
-    assert not base_image_problems(DOCKERFILE_TEXT, RAY, REQUIRES_PYTHON), base_image_problems(
-        DOCKERFILE_TEXT, RAY, REQUIRES_PYTHON
+    assert not base_image_problems(DOCKERFILE_TEXT, RAY, SUPPORTED), base_image_problems(
+        DOCKERFILE_TEXT, RAY, SUPPORTED
     )
     other_ray = re.sub(r"rayproject/ray:[\d.]+", "rayproject/ray:2.59.0", DOCKERFILE_TEXT)
-    assert base_image_problems(other_ray, RAY, REQUIRES_PYTHON)
+    assert base_image_problems(other_ray, RAY, SUPPORTED)
     for python in ("py310", "py315"):
         other_python = re.sub(r"-py3\d+", f"-{python}", DOCKERFILE_TEXT)
-        assert base_image_problems(other_python, RAY, REQUIRES_PYTHON), python
-    assert base_image_problems(DOCKERFILE_TEXT.replace("rayproject/ray:", "python:"), RAY, REQUIRES_PYTHON)
+        assert base_image_problems(other_python, RAY, SUPPORTED), python
+    assert base_image_problems(DOCKERFILE_TEXT.replace("rayproject/ray:", "python:"), RAY, SUPPORTED)
 
 
 def test_the_raycluster_runs_the_lock_s_ray():
