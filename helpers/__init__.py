@@ -24,7 +24,8 @@ resources      hardware: a GPU in this process, precision, and the plan of worke
 cluster        connecting to Ray: the job's runtime env (code, settings), loopback on this machine, shared paths,
                quiet workers; Ray Data's settings
 distributed    how Ray Train's workers connect torch.distributed: on 127.0.0.1 when Ray runs on this machine
-loopback       the servers Ray's workers start (Serve's replicas') on 127.0.0.1 when Ray runs on this machine
+worker_setup   what every Ray worker of the course does first: Ray Train's info lines kept out; on this machine,
+               the servers it starts (Serve's replicas') on 127.0.0.1
 measure        tools to measure data pipelines: a tally actor, shuffledness, stand-in work, timestamps
 benchmark      ``make bench``'s measurements: timed epochs and runs of ingest, training, batch inference
 results        each notebook's headline figure, checked against its floor, for `make run`'s table

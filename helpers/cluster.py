@@ -14,7 +14,7 @@ from ray._private import ray_constants
 from ray.runtime_env import RuntimeEnv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from helpers import config
+from helpers import config, worker_setup
 from helpers.config import verbose
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
@@ -37,9 +37,12 @@ def keep_on_loopback() -> None:
 
 
 # Library chatter a Ray worker would forward to the notebook, line by line: TensorFlow's C++ info logs,
-# progress bars of data sets and downloads, Transformers' per-worker load reports and advice.
+# progress bars of data sets and downloads, Transformers' per-worker load reports and advice, Ray Train's info lines.
 QUIET_WORKERS = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
+    # TensorFlow prints a notice about its oneDNN ops at every import, whatever the level above; without them, no
+    # notice, and the same numbers on every run (notebook 05's regression is too small to need them)
+    "TF_ENABLE_ONEDNN_OPTS": "0",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
@@ -48,6 +51,7 @@ QUIET_WORKERS = {
     # iter_torch_batches hands torch the read-only arrays of the object store, zero-copy; torch warns once
     # per worker, though nothing writes into a batch.
     "PYTHONWARNINGS": "ignore:The given NumPy array is not writable:UserWarning",
+    worker_setup.TRAIN_LOG_LEVEL_ENV: "WARNING",  # no "Checkpoint successfully created at ..." per report
 }
 
 
@@ -61,12 +65,6 @@ ON_THIS_MACHINE = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "RAY_TRAIN_ENABLE
 # notebook. Without both, a worker prints as any Python process does: its prints, warnings and errors.
 # (The controller keeps its structured logging: that one follows RunConfig's LoggingConfig.)
 PLAIN_WORKER_OUTPUT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0"}
-
-
-# This process's own Ray core (C++): errors only; its warnings are about Ray's internals, not the lesson. Lines Ray
-# logs as errors still come through (a Ray Data actor pool's constructor arguments kept in the object store; the
-# GCS's "Failed to kill actor" for an actor already gone, which every attached driver receives).
-QUIET_DRIVER = {"RAY_BACKEND_LOG_LEVEL": "error"}
 
 
 # What a worker needs to reach what this process reaches, passed on when set here: the bucket of the storage
@@ -91,7 +89,7 @@ COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
 SHIPPED_CODE = Path(__file__).resolve().parent  # the `helpers` package: it travels with every job
-LOOPBACK_HOOK = "helpers.loopback.keep_servers_on_loopback"
+WORKER_SETUP_HOOK = "helpers.worker_setup.setup_worker"
 
 
 class CompactRuntimeEnv(RuntimeEnv):
@@ -117,8 +115,8 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     * ``env_vars``: the course's settings (where data and storage are, sources, budget), what a worker needs to
       reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless ``COURSE_VERBOSE=1``), and
       the variables Ray Train gives its controller, so that the controller's env equals the job's;
-    * on this machine, ``worker_process_setup_hook``: every worker's servers listen on 127.0.0.1
-      (:mod:`helpers.loopback`);
+    * ``worker_process_setup_hook``: every worker starts with :func:`helpers.worker_setup.setup_worker` (Ray
+      Train's log level; on this machine, its servers listen on 127.0.0.1);
     * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.
     """
     extra = dict(extra or {})
@@ -128,9 +126,9 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
     quiet = {} if verbose() else QUIET_WORKERS
-    env_vars = settings | passed | quiet | train | extra.pop("env_vars", {})
-    if is_on_this_machine(os.environ.get("RAY_ADDRESS")):  # every worker's servers on 127.0.0.1 (helpers.loopback)
-        extra.setdefault("worker_process_setup_hook", LOOPBACK_HOOK)
+    here = {worker_setup.LOOPBACK_ONLY_ENV: "1"} if is_on_this_machine(os.environ.get("RAY_ADDRESS")) else {}
+    env_vars = settings | passed | quiet | train | here | extra.pop("env_vars", {})
+    extra.setdefault("worker_process_setup_hook", WORKER_SETUP_HOOK)
     return CompactRuntimeEnv(
         py_modules=[str(SHIPPED_CODE)], excludes=["__pycache__", "*.pyc"], env_vars=env_vars, **extra
     )
@@ -150,7 +148,7 @@ def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> di
         keep_on_loopback()
         for name, value in ON_THIS_MACHINE.items():  # Ray Train reads them here and passes them on
             os.environ.setdefault(name, value)
-    for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT | QUIET_DRIVER).items():
+    for name, value in ({} if verbose() else PLAIN_WORKER_OUTPUT).items():
         os.environ.setdefault(name, value)
     if not verbose():
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
@@ -226,7 +224,8 @@ def require_shared_paths(timeout_s: float = 120) -> None:
 def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     """The course's Ray Data settings, in one place: call it once after :func:`init_ray`.
 
-    * quiet: no start banners, Ray Data logs warnings only (``COURSE_VERBOSE=1`` keeps Ray's own output).
+    * quiet: no start banners, Ray Data logs warnings only, and long pipeline names are not shortened (which
+      warns) (``COURSE_VERBOSE=1`` keeps Ray's own output).
       Progress bars stay on: in a terminal they show; where output is not a terminal (a notebook, a
       worker) Ray Data writes progress as info log lines, which this level keeps out;
     * the classic file reader: Ray 2.60's new one ("datasource V2") spent about 25 s listing one
@@ -241,6 +240,7 @@ def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     context = ray.data.DataContext.get_current()
     if not verbose():
         context.print_on_execution_start = False
+        context.enable_progress_bar_name_truncation = False  # its warning that it shortened a long pipeline's name
         logging.getLogger("ray.data").setLevel(logging.WARNING)
     context.use_datasource_v2 = False
     context.execution_options.preserve_order = preserve_order

@@ -17,7 +17,7 @@ import run_course  # noqa: E402  (scripts/ is not a package)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 # Run by tests/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here
-IN_THE_BROWSER = ["01_local_finetune", "02_ray_train_finetune", "03_ray_data"]
+IN_THE_BROWSER = [path.stem for path in NOTEBOOKS if path.stem != "06_ray_serve"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
     import playwright.sync_api  # noqa: F401
@@ -35,6 +35,26 @@ RAY_PREFIX = re.compile(r"^\((?:.*? )?pid=\d+\) ?")
 # A Ray 2.60 worker process that crashed (a segmentation fault, an abort on a corrupt mutex): seen in a few runs on
 # a 2-core machine, in idle and Ray Data workers; Ray retries the task elsewhere and the results are unaffected.
 RAY_WORKER_CRASH = re.compile(r"Fatal Python error|mutex\.cc|SIGABRT received|SIGSEGV received")
+# What Ray or a library writes to a notebook's stderr though the course cannot switch it off. JupyterLab shows stderr
+# on a pink background, as if something went wrong, so the notebook says in a sentence what each such line means: its
+# markdown holds the phrase given here. Anything else on stderr is a finding.
+EXPLAINED = {
+    # Ray's core, as a Ray Data actor pool starts: Ray Data restarts crashed actors, and a restart needs the pool's
+    # arguments, which Ray keeps in the object store (ray-project/ray#53727)
+    re.compile(r"has constructor arguments in the object store and max_restarts > 0"): "arguments in the object store",
+    # XGBoost, as each worker joins the others (its C++ code prints it whatever its verbosity)
+    re.compile(r"Task \[xgboost\.ray-rank=\d+\]:\w+ got rank \d+$"): "got rank",
+}
+# Ray Train's worker logs its training function's failure, with the traceback, before Ray Train acts on it
+FAILURE = re.compile(r"^Error in training function:$")
+FAILURE_PHRASE = "Error in training function"
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
+# Lines about the whole cluster that every attached notebook receives, so that no notebook can explain them; the reason.
+CLUSTER_WIDE = {
+    "Failed to kill actor": "the GCS, about an actor whose process had already exited (another notebook's, maybe)",
+    "(raylet) ": "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
+    "had exited), not the lesson's",
+}
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
 NOT_OURS = {
     "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "
@@ -93,8 +113,8 @@ def warnings(lines: list[str]) -> list[str]:
 
 
 def problems(path: Path, folder: Path = EXECUTED) -> list[str]:
-    """What makes the executed copy of ``path`` (in ``folder``) hard to read, one sentence each; empty when it
-    reads well."""
+    """What makes the executed copy of ``path`` (in ``folder``) hard to read, one sentence each, stderr that it does
+    not explain included (:func:`stderr_problems`); empty when it reads well."""
     lines = output_lines(path, folder)
     found = []
     if len(lines) > MAX_LINES:
@@ -103,4 +123,42 @@ def problems(path: Path, folder: Path = EXECUTED) -> list[str]:
         found.append(f"lines printed twice in a row: {repeats(lines)[:5]}")
     if warnings(lines):
         found.append(f"warnings in the output: {warnings(lines)[:5]}")
+    return found + stderr_problems(json.loads((folder / path.name).read_text()))
+
+
+def stderr_problems(notebook: dict) -> list[str]:
+    """What a notebook (as JSON: an executed copy, or saved from JupyterLab) wrote to stderr that it does not explain.
+
+    Tolerated: a line in :data:`EXPLAINED` or a failure of the training function (:data:`FAILURE`, up to its
+    exception line) where the notebook's markdown says what it means; a line in :data:`CLUSTER_WIDE`; a Ray worker's
+    crash report (:data:`RAY_WORKER_CRASH`; Ray runs the task again). The last two are printed."""
+    markdown = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        for output in cell.get("outputs", []):
+            if output["output_type"] != "stream" or output["name"] != "stderr":
+                continue
+            text = ANSI.sub("", "".join(output["text"]))
+            lines = [line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()]
+            if RAY_WORKER_CRASH.search(text) and all(RAY_PREFIX.match(line) for line in lines):
+                print(f"cell {index}: a Ray worker crashed and Ray went on (tolerated): {text[:160]!r}")
+                continue
+            in_traceback = False
+            for line in lines:
+                plain = RAY_PREFIX.sub("", line)
+                if in_traceback:
+                    in_traceback = not EXCEPTION_LINE.match(plain)
+                    continue
+                if FAILURE.match(plain):
+                    in_traceback = True
+                    phrase = FAILURE_PHRASE
+                else:
+                    phrase = next((said for pattern, said in EXPLAINED.items() if pattern.search(plain)), None)
+                if phrase is not None:
+                    if phrase not in markdown:
+                        found.append(f"cell {index} shows {line[:160]!r}, and no markdown cell says what it means")
+                elif any(key in line for key in CLUSTER_WIDE):
+                    print(f"cell {index}: Ray's message about the cluster (tolerated): {line[:160]!r}")
+                else:
+                    found.append(f"cell {index} wrote to stderr: {line[:300]!r}")
     return found

@@ -1,9 +1,10 @@
 """Every notebook runs top to bottom on the local cluster, records its headline figure above its floor,
-and shows a readable output: few lines, none printed twice in a row, no warnings.
+and shows a readable output: few lines, none printed twice in a row, no warnings, nothing on stderr that the notebook
+does not explain (as JupyterLab shows it: the kernel runs without pytest's marker).
 
 Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can
-run (tests/test_browser.py), it runs 01 and 03 in JupyterLab and checks their saved copies the same way. Notebook 06
-runs in tests/test_serve.py, which also checks its service from outside while it runs.
+run (tests/test_browser.py), it runs 01 to 05 in JupyterLab and checks their saved copies the same way; here they run
+only where it cannot. Notebook 06 runs in tests/test_serve.py, which also checks its service from outside while it runs.
 """
 
 from __future__ import annotations

@@ -34,3 +34,44 @@ def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
     assert warnings(["x.py:1: FutureWarning: soon", "RayDeprecationWarning: `ExecutionOptions.exclude_resources`"]) == [
         "x.py:1: FutureWarning: soon"
     ]
+
+
+def a_notebook(markdown: str, *stderr: str) -> dict:
+    """A saved notebook: one markdown cell, one code cell whose outputs are the texts ``stderr`` on stderr."""
+    outputs = [{"output_type": "stream", "name": "stderr", "text": text} for text in stderr]
+    return {
+        "cells": [
+            {"cell_type": "markdown", "source": [markdown]},
+            {"cell_type": "code", "source": ["fit()"], "outputs": outputs, "execution_count": 1},
+        ]
+    }
+
+
+POOL = "[2026-11-24 03:53:55,159 E 1 1] core_worker.cc:2465: Actor with class name: 'MapWorker(MapBatches(F))' has "
+POOL += "constructor arguments in the object store and max_restarts > 0. If the arguments ...\n"
+FAILURE = (
+    "\x1b[36m(RayTrainWorker pid=7)\x1b[0m Error in training function:\n"
+    "\x1b[36m(RayTrainWorker pid=7)\x1b[0m Traceback (most recent call last):\n"
+    '\x1b[36m(RayTrainWorker pid=7)\x1b[0m   File "trainer.py", line 1, in train\n'
+    "\x1b[36m(RayTrainWorker pid=7)\x1b[0m     work.wait()\n"
+    "\x1b[36m(RayTrainWorker pid=7)\x1b[0m RuntimeError: [gloo/pair.cc:537] Read error: Connection reset by peer\n"
+    "\x1b[36m(RayTrainWorker pid=7)\x1b[0m \n"
+)
+
+
+def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_every_notebook():
+    from executed import stderr_problems
+
+    assert stderr_problems(a_notebook("Ray warns: its arguments in the object store ...", POOL)) == []
+    unexplained = stderr_problems(a_notebook("# Featurize", POOL))
+    assert len(unexplained) == 1 and "no markdown cell says what it means" in unexplained[0]
+    assert stderr_problems(a_notebook("the other worker logs Error in training function", FAILURE)) == []
+    assert len(stderr_problems(a_notebook("# Train", FAILURE))) == 1, "the failure, once, not each of its lines"
+    after = FAILURE + "(RayTrainWorker pid=7) Checkpoint successfully created at: Checkpoint(...)\n"
+    found = stderr_problems(a_notebook("Error in training function", after))
+    assert len(found) == 1 and "Checkpoint successfully created" in found[0], "the traceback ends at its error"
+    assert stderr_problems(a_notebook("", "(raylet) [E] worker.cc:239: Failed to send wait complete\n")) == []
+    transformers = "[transformers] ViTForImageClassification LOAD REPORT from: data/vit\n"
+    assert len(stderr_problems(a_notebook("LOAD REPORT", transformers))) == 1, "only Ray's lines can be explained"
+    xgboost = "(RayTrainWorker pid=9) [02:14:02] Task [xgboost.ray-rank=00000001]:a005d5dd got rank 1\n"
+    assert stderr_problems(a_notebook("each prints the rank it got ... got rank 0", xgboost)) == []

@@ -173,7 +173,7 @@ def test_bad_input_gets_a_4xx_with_a_message_and_the_service_goes_on(served):
 
 
 def test_while_it_serves_nothing_listens_beyond_loopback(served):
-    """Serve's proxy, controller and replicas (whose gRPC server Ray binds to every interface: helpers.loopback)."""
+    """Serve's proxy, controller and replicas (whose gRPC server Ray binds to every interface: helpers.worker_setup)."""
     _, _, checked = served
     assert checked["loopback"] is not None, "never looked: the notebook stopped before its last cell"
     assert not checked["loopback"], f"listening beyond 127.0.0.1 while serving: {checked['loopback']}"
