@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -163,44 +164,82 @@ def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> di
     return ray.cluster_resources()
 
 
-def _sees(paths: list[str], marker: str | None) -> list[str]:
-    """On a node: which of ``paths`` it cannot see (the marker file: which it cannot read with the same text)."""
-    missing = [path for path in paths if not os.path.exists(path)]
-    if marker is not None:
-        path, text = marker.split("\n", 1)
-        if not os.path.exists(path) or Path(path).read_text() != text:
-            missing.append(path)
+def on_node(function, node: dict, **options):
+    """``function`` as a Ray task pinned to ``node`` (from ``ray.nodes()``), asking for no CPU unless ``options`` say
+    so: it runs next to busy workers."""
+    strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+    return ray.remote(function).options(scheduling_strategy=strategy, **{"num_cpus": 0, "max_retries": 0, **options})
+
+
+def missing_paths(paths: list[str]) -> list[str]:
+    """On a node: of the local ``paths``, those it cannot read (missing, or a folder without a file it can read)."""
+    missing = []
+    for path in map(Path, paths):
+        try:
+            file = path if path.is_file() else next(p for p in path.rglob("*") if p.is_file())  # the first found
+            with file.open("rb") as stream:
+                stream.read(1024)
+        except (OSError, StopIteration):
+            missing.append(str(path))
     return missing
+
+
+def write_marker(storage: str, folder: str, name: str) -> str:
+    """Write a small file named ``name`` into ``folder`` under ``storage`` (a path or a bucket); '' when it worked,
+    else why not."""
+    try:
+        fs, path = config.filesystem(storage)
+        fs.create_dir(f"{path}/{folder}", recursive=True)
+        with fs.open_output_stream(f"{path}/{folder}/{name}") as out:
+            out.write(name.encode())
+        return ""
+    except Exception as error:
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+
+
+def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:
+    """On a node: of the files ``names`` in ``folder`` under ``storage``, those it cannot read back."""
+    fs, path = config.filesystem(storage)
+    missing = []
+    for name in names:
+        try:
+            with fs.open_input_stream(f"{path}/{folder}/{name}") as stream:
+                if stream.read() != name.encode():
+                    missing.append(name)
+        except Exception:
+            missing.append(name)
+    return missing
+
+
+def _sees(paths: list[str], storage: str, folder: str, marker: str | None) -> list[str]:
+    """On a node: the local ``paths`` it cannot read, and the marker's name if it cannot read that back."""
+    return missing_paths(paths) + ([] if marker is None else unread_markers(storage, folder, [marker]))
 
 
 def require_shared_paths(timeout_s: float = 120) -> None:
     """On a cluster of several nodes: every node sees the course's data folder and its storage, or an error says
-    which setting to change. One small task per node looks (data: the folder exists; local storage: a file this
-    process writes there can be read back). A bucket (``s3://``) is reached by every node alike; not looked at."""
+    which setting to change. One small task per node looks (data: a file of the folder can be read; local storage: a
+    file this process writes there can be read back). A bucket (``s3://``) is reached by every node alike; not
+    looked at."""
     nodes = [node for node in ray.nodes() if node["Alive"]]
     storage = config.storage_path()
     if len(nodes) < 2:
         return
     data = [str(config.DATA_DIR)] if config.DATA_DIR.exists() else []
-    marker_path = None
+    folder, marker = ".course-shared", None
     if "://" not in storage:
-        folder = Path(storage)
-        folder.mkdir(parents=True, exist_ok=True)
-        marker_path = folder / f".course-shared-{uuid.uuid4().hex[:12]}"
-        marker_path.write_text(marker_path.name)
-    probe = ray.remote(num_cpus=0, max_retries=0)(_sees)
-    marker = None if marker_path is None else f"{marker_path}\n{marker_path.name}"
+        marker = f"marker-{uuid.uuid4().hex[:12]}"
+        failed = write_marker(storage, folder, marker)
+        if failed:
+            raise RuntimeError(f"Cannot write to the storage path {storage} ({failed}): set {config.STORAGE_ENV}.")
     try:
-        refs = [
-            probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)).remote(
-                data, marker
-            )
-            for node in nodes
-        ]
+        refs = [on_node(_sees, node).remote(data, storage, folder, marker) for node in nodes]
         missing = sorted({path for found in ray.get(refs, timeout=timeout_s) for path in found})
     finally:
-        if marker_path is not None:
-            marker_path.unlink(missing_ok=True)
+        if marker is not None:
+            (Path(storage) / folder / marker).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another notebook's marker may be there
+                (Path(storage) / folder).rmdir()
     problems = []
     if str(config.DATA_DIR) in missing:
         problems.append(
@@ -208,7 +247,7 @@ def require_shared_paths(timeout_s: float = 120) -> None:
             f"mounts and point {config.DATA_DIR_ENV} at it: `make data {config.DATA_DIR_ENV}=/mnt/cluster_storage/"
             "vit-ray-course/data` builds or publishes them there"
         )
-    if marker_path is not None and str(marker_path) in missing:
+    if marker is not None and marker in missing:
         problems.append(
             f"the storage path {storage} is on this machine only. Set {config.STORAGE_ENV} to a folder every node "
             "mounts (/mnt/cluster_storage/vit-ray-course/results) or a bucket (s3://my-bucket/vit-ray-course)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -387,6 +388,19 @@ def _removed_afterwards(uri: str):
         remove(uri)
 
 
+@contextlib.contextmanager
+def _ray_data_errors_unlogged():
+    """In the block, Ray Data does not log a failed task's tracebacks (two, 60 lines on stderr) before it raises: the
+    check names the learner's error itself, in one line."""
+    logger = logging.getLogger("ray.data")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
     """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained,
     written in ``folder`` (and copied to ``published``, a place every node reads, when given)."""
@@ -449,7 +463,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         _attached()
         images = unseen_images()
         published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
-        with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published):
+        with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published), _ray_data_errors_unlogged():
             checkpoint = confident_checkpoint(Path(folder), published)
             names, confidence = _expected_confidence(checkpoint, images)
             rows = [{"id": i, "image": image} for i, image in enumerate(images)]

@@ -119,15 +119,6 @@ def node_label(node: dict, index: int) -> str:
     return f"node {index + 1} ({node['NodeManagerAddress']}{', head' if node.get('IsHeadNode') else ''})"
 
 
-def on_node(function, node: dict, **options):
-    """``function`` as a Ray task pinned to ``node`` (no CPU needed unless asked: it runs next to busy workers)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-    return ray.remote(function).options(scheduling_strategy=strategy, **{"num_cpus": 0, **options})
-
-
 def gather(refs: list, timeout: float = TASK_TIMEOUT_S) -> list:
     """The results of ``refs``; for a task that failed its error, for one not done within ``timeout`` a TimeoutError."""
     import ray
@@ -184,51 +175,10 @@ def torch_gpus() -> dict[str, object]:
     }
 
 
-def write_marker(storage: str, folder: str, name: str) -> str:
-    """Write a small file named ``name`` into ``folder`` under ``storage``; '' when it worked, else why not."""
-    from helpers.config import filesystem
-
-    try:
-        fs, path = filesystem(storage)
-        fs.create_dir(f"{path}/{folder}", recursive=True)
-        with fs.open_output_stream(f"{path}/{folder}/{name}") as out:
-            out.write(name.encode())
-        return ""
-    except Exception as error:
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
-
-
-def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:
-    """Of the files ``names`` in ``folder`` under ``storage``, those this node cannot read back."""
-    from helpers.config import filesystem
-
-    fs, path = filesystem(storage)
-    missing = []
-    for name in names:
-        try:
-            with fs.open_input_stream(f"{path}/{folder}/{name}") as stream:
-                if stream.read() != name.encode():
-                    missing.append(name)
-        except Exception:
-            missing.append(name)
-    return missing
-
-
-def missing_paths(paths: list[str]) -> list[str]:
-    """Of the local ``paths``, those this node cannot read: missing, or (a folder) without a file it can read."""
-    missing = []
-    for path in map(Path, paths):
-        try:
-            file = path if path.is_file() else next(p for p in path.rglob("*") if p.is_file())  # the first found
-            with file.open("rb") as stream:
-                stream.read(1024)
-        except (OSError, StopIteration):
-            missing.append(str(path))
-    return missing
-
-
 def node_report(storage: str, folder: str, name: str, local_paths: list[str]) -> dict[str, object]:
     """What a node says alone: its versions, whether it could write to the storage, which local sources it lacks."""
+    from helpers.cluster import missing_paths, write_marker
+
     return {
         "versions": versions_here(),
         "write": write_marker(storage, folder, name),
@@ -493,6 +443,7 @@ def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Che
 
 def run_checks() -> list[Check]:
     from helpers import config
+    from helpers.cluster import on_node, unread_markers
 
     resources = connect(TASK_TIMEOUT_S)
     nodes = alive_nodes()

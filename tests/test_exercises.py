@@ -191,7 +191,9 @@ def test_mirror_half():
 
 @pytest.mark.cluster
 def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():
-    """03.1: a softmax forgotten, the wrong class's probability, columns dropped, a function: each refused."""
+    """03.1: a softmax forgotten, the wrong class's probability, columns dropped, no batch returned, a function: each
+    refused."""
+    import logging
     from pathlib import Path
 
     import numpy as np
@@ -238,9 +240,22 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
             out = super().__call__(batch)
             return {"predicted": out["predicted"], "confidence": out["confidence"]}
 
+    class ForgetsToReturn(Classifier):
+        def __call__(self, batch):
+            super().__call__(batch)  # and returns None
+
     def a_function(batch):
         return batch
 
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    logging.getLogger("ray.data").addHandler(handler)
+    try:  # the check names the learner's error in one line; Ray Data does not log its tracebacks on stderr first
+        expect(exercises.check_confident_classifier(ForgetsToReturn), exercises.WRONG, "NoneType")
+    finally:
+        logging.getLogger("ray.data").removeHandler(handler)
+    assert not [record.getMessage()[:200] for record in logged if record.levelno >= logging.ERROR]
     expect(exercises.check_confident_classifier(RawLogits), exercises.WRONG, "softmax")
     expect(exercises.check_confident_classifier(FirstClass), exercises.WRONG, "of the *predicted* class")
     expect(exercises.check_confident_classifier(OnlyItsColumns), exercises.WRONG, "return it whole")
