@@ -225,7 +225,7 @@ def require_shared_paths(timeout_s: float = 120) -> None:
     storage = config.storage_path()
     if len(nodes) < 2:
         return
-    data = [str(config.DATA_DIR)] if config.DATA_DIR.exists() else []
+    data = [] if missing_paths([str(config.DATA_DIR)]) else [str(config.DATA_DIR)]  # what this process reads
     folder, marker = ".course-shared", None
     if "://" not in storage:
         marker = f"marker-{uuid.uuid4().hex[:12]}"

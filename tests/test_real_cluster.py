@@ -119,7 +119,7 @@ def test_data_or_storage_on_the_drivers_disk_only_is_an_error_naming_the_setting
     text = "\n".join(said)
     assert f"the data folder {ROOT / 'data'} is on this machine only" in text and config.DATA_DIR_ENV in text, text
     assert f"the storage path {local} is on this machine only" in text and config.STORAGE_ENV in text, text
-    assert not list(local.glob(".course-shared-*")), "the marker file is removed"
+    assert not (local / ".course-shared").exists(), "the marker file and its folder are removed"
     local.rmdir()
 
 
