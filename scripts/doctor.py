@@ -40,13 +40,13 @@ CONNECT_TIMEOUT_S = 5
 # clone's `make run`, 2026-11-24), and what the probe below took there: an estimate scales the first by the probe's
 # ratio.
 REFERENCE_SECONDS = {
-    "01_local_finetune": 32,
-    "02_ray_train_finetune": 54,
-    "02b_fault_tolerance": 55,
-    "03_ray_data": 77,
-    "04_cifar10_pytorch_to_ray": 89,
-    "05_data_loading_playbook": 116,
-    "06_ray_serve": 99,
+    "01_local_finetune": 33,
+    "02_ray_train_finetune": 53,
+    "02b_fault_tolerance": 51,
+    "03_ray_data": 73,
+    "04_cifar10_pytorch_to_ray": 83,
+    "05_data_loading_playbook": 114,
+    "06_ray_serve": 83,
 }
 REFERENCE_PROBE_S = 1.1  # seconds, the probe there (2026-11-24)
 OK, NOT_OK = "✓", "✗"
