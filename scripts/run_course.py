@@ -31,6 +31,11 @@ CELL_TIMEOUT = int(os.environ.get("COURSE_CELL_TIMEOUT", "1800"))  # seconds one
 NOT_FOR_THE_KERNEL = ("PYTEST_CURRENT_TEST",)
 
 
+def kernel_env() -> dict[str, str]:
+    """The environment a notebook's kernel starts with: this process's, less :data:`NOT_FOR_THE_KERNEL`."""
+    return {name: value for name, value in os.environ.items() if name not in NOT_FOR_THE_KERNEL}
+
+
 @dataclass
 class Outcome:
     notebook: str
@@ -81,7 +86,7 @@ def execute(
     start = time.perf_counter()
     status = "ok"
     try:
-        client.execute(env={name: value for name, value in os.environ.items() if name not in NOT_FOR_THE_KERNEL})
+        client.execute(env=kernel_env())
     except CellTimeoutError:
         status = f"TIMED OUT in cell {progress.done} of {code_cells} (limit {cell_timeout} s per cell)"
     except DeadKernelError:

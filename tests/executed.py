@@ -17,7 +17,8 @@ import run_course  # noqa: E402  (scripts/ is not a package)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 # Run by tests/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here
-IN_THE_BROWSER = [path.stem for path in NOTEBOOKS if path.stem != "06_ray_serve"]
+SERVE = "06_ray_serve"  # run by tests/test_serve.py, which checks its service from outside while it runs
+IN_THE_BROWSER = [path.stem for path in NOTEBOOKS if path.stem != SERVE]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
     import playwright.sync_api  # noqa: F401

@@ -58,7 +58,7 @@ def lab():
         cwd=ROOT,
         # a workspace of its own: JupyterLab would reopen the notebooks a previous run left open
         env={
-            **{name: value for name, value in os.environ.items() if name not in run_course.NOT_FOR_THE_KERNEL},
+            **run_course.kernel_env(),
             "BROWSER": "true",
             "JUPYTER_TOKEN": token,
             "JUPYTERLAB_WORKSPACES_DIR": str(OUT / "workspaces"),

@@ -10,12 +10,11 @@ only where it cannot. Notebook 06 runs in tests/test_serve.py, which also checks
 from __future__ import annotations
 
 import pytest
-from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, problems, run
+from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, SERVE, problems, run
 
 from helpers import results
 
 RERUN = "02_ray_train_finetune"
-SERVE = "06_ray_serve"
 
 
 IN_JUPYTERLAB = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser.py, and checked there the same way")

@@ -22,12 +22,12 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, problems, run_course
+from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run_course
 from ports import free_port, listening_beyond_loopback
 
 from helpers import config, results, serving
 
-NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == "06_ray_serve")
+NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == SERVE)
 OUT = config.RESULTS_DIR / "serve"
 SERVE_ACTORS = ("ServeController", "ProxyActor", "ServeReplica")
 SKIPPED = "browser check of notebook 06's page SKIPPED: no Chromium or Playwright here (apt-get install chromium)"
