@@ -52,13 +52,16 @@ setup: $(INSTALLED) ## create .venv (or use VENV=...) and install the locked pac
 # uv installs with --compile-bytecode: where PYTHONDONTWRITEBYTECODE=1 is set (many containers, this test machine),
 # nothing else would ever write the .pyc files, and every Ray worker would compile pandas, torch and Ray from source.
 $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
-	@py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
+	@if [ -x $(BIN)/python ] && [ -f $(VENV)/pyvenv.cfg ] && ! $(BIN)/python -m pip --version >/dev/null 2>&1; then \
+	  echo "$(VENV) has no working pip (an earlier setup stopped half-way): making it again"; rm -rf $(VENV); fi; \
+	py=$(BIN)/python; [ -x "$$py" ] || py="$(PYTHON)"; \
 	if [ -z "$$py" ]; then \
 	  if command -v python3 >/dev/null; then python3 scripts/check_python.py --find >/dev/null; else \
 	    echo "No python3 on the PATH. This course runs on Python 3.11 to 3.14: install one (https://docs.astral.sh/uv/, then uv python install 3.13)." >&2; fi; \
 	  exit 1; fi; \
-	"$$py" scripts/check_python.py || exit 1; \
-	if [ ! -x $(BIN)/python ]; then echo "creating $(VENV) with $$py ($$("$$py" -V))"; "$$py" -m venv $(VENV); fi
+	"$$py" scripts/check_python.py $$([ -x $(BIN)/python ] || echo --venv) || exit 1; \
+	if [ ! -x $(BIN)/python ]; then echo "creating $(VENV) with $$py ($$("$$py" -V))"; \
+	  "$$py" -m venv $(VENV) || { rm -rf $(VENV); exit 1; }; fi
 	@echo "installing the locked packages into $(VENV) (about a minute the first time)"
 	@start=$$(date +%s); set -e; index="$(TORCH_INDEX)"; \
 	if [ -n "$$index" ] && ! $(BIN)/python -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \

@@ -2,9 +2,10 @@
 
 `make setup` runs it twice: `--find` (with any python3) prints the interpreter to build .venv with, the
 newest supported `python3.X` on the PATH, else `python3` if it fits; then, with no argument, under the
-interpreter it is about to use, to check it. Written for any Python 3 (no f-strings, no tomllib), so that
-an old or new interpreter gets a sentence instead of a traceback from pip. The versions come from
-`requires-python` in pyproject.toml, the same bounds the lock was resolved for.
+interpreter it is about to use, to check it (adding `--venv` when it is about to make .venv: can this interpreter make
+a venv with pip in it? Debian's and Ubuntu's python3 cannot until `python3.X-venv` is installed). Written for any
+Python 3 (no f-strings, no tomllib), so that an old or new interpreter gets a sentence instead of a traceback from pip.
+The versions come from `requires-python` in pyproject.toml, the same bounds the lock was resolved for.
 """
 
 import os
@@ -62,6 +63,36 @@ def advice(found, lowest, too_new, interpreter=None):
     return "\n".join(lines)
 
 
+def venv_advice(has_venv, version, debian):
+    """None when this Python can make a venv with pip (``has_venv``), else what to install, before anything is made."""
+    if has_venv:
+        return None
+    package = "python%s-venv" % dotted(version[:2])
+    lines = [
+        "`{0}` cannot make a virtual environment with pip in it (its `venv` or `ensurepip` module is missing).".format(
+            sys.executable
+        )
+    ]
+    if debian:
+        lines.append("On Debian and Ubuntu it comes in its own package: sudo apt install {0}".format(package))
+    else:
+        lines.append(
+            "Install your system's venv package for Python {0} (often named {1}),".format(dotted(version[:2]), package)
+        )
+        lines.append("or take a Python that has it: uv python install {0}".format(dotted(version[:2])))
+    lines.append("then run the same make command again.")
+    return "\n".join(lines)
+
+
+def can_make_venv():
+    try:
+        import ensurepip  # noqa: F401
+        import venv  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def version_of(command):
     """The (major, minor, micro) of the interpreter ``command``, or None if it does not run."""
     try:
@@ -110,6 +141,8 @@ def main(argv):
         sys.stderr.write(message + "\n")
         return 1
     message = advice(sys.version_info, lowest, too_new)
+    if not message and "--venv" in argv[1:]:
+        message = venv_advice(can_make_venv(), sys.version_info, os.path.exists("/etc/debian_version"))
     if message:
         sys.stderr.write(message + "\n")
         return 1

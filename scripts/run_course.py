@@ -13,13 +13,17 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from traitlets import default
 
 from helpers import config, results
 
@@ -34,6 +38,22 @@ NOT_FOR_THE_KERNEL = ("PYTEST_CURRENT_TEST",)
 def kernel_env() -> dict[str, str]:
     """The environment a notebook's kernel starts with: this process's, less :data:`NOT_FOR_THE_KERNEL`."""
     return {name: value for name, value in os.environ.items() if name not in NOT_FOR_THE_KERNEL}
+
+
+class IpcKernelManager(AsyncKernelManager):
+    """A notebook's kernel over IPC: Unix sockets in Jupyter's runtime folder, removed when the kernel stops. No TCP
+    port is opened, so ipykernel does not warn that its ports carry everything unencrypted (`make lab` does the same:
+    jupyter-config/jupyter_server_config.json)."""
+
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "ipc"
+
+    @default("connection_file")
+    def _connection_file_default(self) -> str:
+        folder = Path(jupyter_runtime_dir())
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(folder / f"kernel-course-{uuid.uuid4().hex[:12]}.json")  # short: a socket's path has a limit
 
 
 @dataclass
@@ -80,7 +100,11 @@ def execute(
     code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
     progress = Progress(path.stem, code_cells, before_cell)
     client = NotebookClient(
-        notebook, timeout=cell_timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        notebook,
+        timeout=cell_timeout,
+        kernel_name="python3",
+        kernel_manager_class=IpcKernelManager,
+        resources={"metadata": {"path": str(path.parent)}},
     )
     client.on_cell_execute = progress.cell_started
     start = time.perf_counter()

@@ -48,8 +48,30 @@ export RAY_TRAIN_ENABLE_PREEMPTION_WATCHER="${RAY_TRAIN_ENABLE_PREEMPTION_WATCHE
 say() { echo "[ray-cluster] $*"; }
 
 cluster_pids() {
-  # Every process whose command line names this cluster's temp folder, and all their descendants
-  # (Ray's agents rename themselves, so they are found as children of the raylets).
+  # Every process whose command line names this cluster's temp folder, and all their descendants (Ray's agents rename
+  # themselves, so they are found as children of the raylets). Read with psutil, which Ray needs and installs: minimal
+  # Linux images (Debian's minbase, python:3.X-slim) have no pgrep or ps. Without the environment's Python (removed
+  # after the cluster started), pgrep where there is one.
+  if [ -x "$python" ]; then
+    "$python" -c '
+import os, sys
+import psutil
+folder, found, children = sys.argv[1], set(), {}
+for process in psutil.process_iter(["ppid", "cmdline"]):
+    if folder in " ".join(process.info["cmdline"] or []):
+        found.add(process.pid)
+    children.setdefault(process.info["ppid"], []).append(process.pid)
+found.discard(os.getpid())  # this very process names the folder too
+todo = list(found)
+while todo:
+    for child in children.get(todo.pop(), []):
+        if child not in found:
+            found.add(child)
+            todo.append(child)
+print(" ".join(map(str, sorted(found))))' "$temp_dir"
+    return
+  fi
+  command -v pgrep >/dev/null || { say "cannot look for the cluster's processes: no $python and no pgrep" >&2; return 0; }
   local pids children
   pids=$(pgrep -f -- "$temp_dir" || true)
   children=$pids

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+from ports import SocketWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -76,9 +77,17 @@ def calls(path: Path, name: str) -> list[ast.Call]:
     return found
 
 
-def run(path: Path) -> run_course.Outcome:
-    """Execute ``path`` as `make run` does: its executed copy lands in results/executed/."""
-    return run_course.execute(path, EXECUTED, cell_timeout=900)
+def run(path: Path, folder: Path = EXECUTED, **options) -> run_course.Outcome:
+    """Execute ``path`` as `make run` does (its executed copy lands in ``folder``), while a :class:`ports.SocketWatch`
+    samples the listening sockets: a process of the course listening beyond 127.0.0.1 at any time makes the outcome a
+    failure that names the notebook and the process."""
+    options.setdefault("cell_timeout", 900)
+    with SocketWatch(path.stem) as watch:
+        outcome = run_course.execute(path, folder, **options)
+    wide = watch.problems()
+    if wide:
+        outcome.status = "; ".join(([] if outcome.ok else [outcome.status]) + wide)
+    return outcome
 
 
 def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:

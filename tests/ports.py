@@ -46,3 +46,62 @@ def listening_beyond_loopback(word: str = "ray") -> list[str]:
         if word in text.lower():
             processes.append(process)
     return beyond_loopback(listeners(processes))
+
+
+# The processes a course run starts: Ray's (GCS, raylets, agents, workers "ray::..."), kernels, JupyterLab
+COURSE_WORDS = ("ray", "ipykernel", "jupyter")
+
+
+def course_listeners_beyond_loopback(words: tuple[str, ...] = COURSE_WORDS) -> list[str]:
+    """Every socket listening beyond loopback now, of a process whose name or command line holds one of ``words``,
+    as ``name (pid) ip:port``. One system-wide pass (``psutil.net_connections``), cheap enough to run every second."""
+    import psutil
+
+    found = []
+    for c in psutil.net_connections(kind="inet"):
+        if c.status != psutil.CONN_LISTEN or c.laddr.ip in LOOPBACK or c.pid is None:
+            continue
+        try:
+            process = psutil.Process(c.pid)
+            name, text = process.name(), " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if any(word in f"{name} {text}".lower() for word in words):
+            found.append(f"{name} ({c.pid}) {c.laddr.ip}:{c.laddr.port}: {text[:120]}")
+    return found
+
+
+class SocketWatch:
+    """While a notebook runs, samples the course's listening sockets every ``interval`` seconds (in a thread) and keeps
+    each one seen beyond loopback: ``with SocketWatch("05_data_loading_playbook") as watch: ...``, then
+    ``watch.problems()``. A listener that lives for less than ``interval`` can be missed; Ray Train's and the libraries'
+    servers live as long as a training run."""
+
+    def __init__(self, notebook: str, interval: float = 1.0, words: tuple[str, ...] = COURSE_WORDS) -> None:
+        import threading
+
+        self.notebook, self.interval, self.words = notebook, interval, words
+        self.seen: dict[str, None] = {}  # insertion-ordered, each listener once
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name=f"socket-watch {notebook}", daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            for found in course_listeners_beyond_loopback(self.words):
+                self.seen.setdefault(found, None)
+            self.samples += 1
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> SocketWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def problems(self) -> list[str]:
+        """Each listener seen beyond loopback, naming the notebook and the process."""
+        return [f"{self.notebook}: listening beyond 127.0.0.1: {found}" for found in self.seen]

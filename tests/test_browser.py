@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems, run_course
-from ports import free_port
+from ports import SocketWatch, free_port
 
 from helpers import results
 
@@ -160,12 +160,13 @@ def test_notebooks_run_all_in_jupyterlab_one_after_another(lab):
         for index, name in enumerate(IN_THE_BROWSER):
             started = time.monotonic()
             results.metrics_path(name).unlink(missing_ok=True)
-            run_all_and_save(page, base, token, name, first=index == 0)
+            with SocketWatch(name) as watch:  # the lab's kernels and the cluster, sampled while the notebook runs
+                run_all_and_save(page, base, token, name, first=index == 0)
             page.locator(f"{ACTIVE} .jp-Cell").last.scroll_into_view_if_needed()
             page.wait_for_timeout(1000)
             page.screenshot(path=str(OUT / f"{name}.png"))
             saved = json.loads((folder / f"{name}.ipynb").read_text())
-            found = findings(saved) + problems(folder / f"{name}.ipynb", folder)
+            found = findings(saved) + problems(folder / f"{name}.ipynb", folder) + watch.problems()
             if floor_line(saved) is None:
                 found.append("no floor line (`... ≥ floor ✓`) in the outputs")
             recorded = results.read(name)

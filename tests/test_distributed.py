@@ -22,8 +22,6 @@ from helpers.distributed import LoopbackTorchConfig, loopback_interface, torch_c
 from helpers.loops import report_epoch
 from helpers.train import run_config
 
-pytestmark = pytest.mark.cluster
-
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
 
@@ -50,6 +48,7 @@ def fit(config: TorchConfig, name: str):
     ).fit()
 
 
+@pytest.mark.cluster
 def test_the_course_torch_config_keeps_training_on_loopback():
     result = fit(torch_config(), "test-loopback")
     assert result.metrics["world"] == 2.0, "both workers joined the process group"
@@ -57,6 +56,7 @@ def test_the_course_torch_config_keeps_training_on_loopback():
     assert result.metrics["wide"] == "-", f"listening beyond 127.0.0.1 while training: {result.metrics['wide']}"
 
 
+@pytest.mark.cluster
 def test_rays_default_rendezvous_listens_on_every_interface():
     """The reason for LoopbackTorchConfig. If this fails, torch or Ray now bind the store to its host."""
     result = fit(TorchConfig(), "test-default-rendezvous")
@@ -71,3 +71,45 @@ def test_the_loopback_config_is_for_this_machine(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
     assert type(torch_config()) is TorchConfig, "on a real cluster the workers talk over the network"
     assert loopback_interface() in {name for _, name in socket.if_nameindex()}
+
+
+def test_xgboost_and_tensorflow_train_alone_on_this_machine(monkeypatch: pytest.MonkeyPatch):
+    from ray.train.xgboost import XGBoostConfig
+
+    from helpers.distributed import NoCollectiveBackend, collective_workers, tensorflow_config, xgboost_config
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
+    assert collective_workers(4) == 1, "one worker: XGBoost's and TensorFlow's peer sockets would listen everywhere"
+    assert xgboost_config().backend_cls is NoCollectiveBackend
+    with xgboost_config().train_func_context():  # no tracker to connect to: a context that does nothing
+        pass
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert collective_workers(4) == 4
+    assert type(xgboost_config()) is XGBoostConfig, "on a real cluster, Ray's own collective setup"
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        return  # Python 3.14: no TensorFlow, and notebook 05 skips its step
+    from ray.train.tensorflow import TensorflowConfig
+
+    assert type(tensorflow_config()) is TensorflowConfig
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
+    assert tensorflow_config().backend_cls is NoCollectiveBackend
+
+
+def test_xgboost_workers_listen_on_every_interface():
+    """The reason for collective_workers and xgboost_config: an XGBoost worker joining its tracker binds INADDR_ANY,
+    the tracker on 127.0.0.1 notwithstanding. If this fails, XGBoost has learned to bind its host: use it."""
+    import threading
+
+    import psutil
+    from xgboost import RabitTracker
+    from xgboost.collective import CommunicatorContext
+
+    tracker = RabitTracker(n_workers=1, host_ip="127.0.0.1", sortby="task")
+    tracker.start()
+    threading.Thread(target=tracker.wait_for, daemon=True).start()
+    with CommunicatorContext(**tracker.worker_args(), dmlc_task_id="0"):
+        listening = [c.laddr.ip for c in psutil.Process().net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    assert "127.0.0.1" in listening, "the tracker, on the host it was given"
+    assert set(listening) - set(LOOPBACK), f"XGBoost's worker no longer listens beyond loopback: {listening}"

@@ -1,7 +1,8 @@
 """The local 2-node cluster: started from any environment, on 127.0.0.1 only, and gone after `stop`.
 
 These tests start a cluster of their own, on another port than the one `make test` runs under, from
-an environment outside .venv (a venv that borrows .venv's packages), as a conda user's would be.
+an environment outside .venv (a venv that borrows .venv's packages), as a conda user's would be, and on a PATH where
+`pgrep` and `ps` are not to be had, as in a minimal Linux image without procps (Debian's minbase, python:3.X-slim).
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ def other_environment(where: Path) -> Path:
     ray = where / "bin" / "ray"
     ray.write_text(f"#!{where}/bin/python\nfrom ray.scripts.scripts import main\nmain()\n")
     ray.chmod(0o755)
+    return where
+
+
+def without_procps(where: Path) -> Path:
+    """A folder for the front of PATH where `pgrep` and `ps` fail as missing commands do, leaving a note if called."""
+    where.mkdir(parents=True, exist_ok=True)
+    for tool in ("pgrep", "ps", "pkill"):
+        stub = where / tool
+        stub.write_text(
+            f'#!/bin/sh\necho "{tool} $*" >> "{where}/called"\necho "{tool}: command not found" >&2\nexit 127\n'
+        )
+        stub.chmod(0o755)
     return where
 
 
@@ -78,6 +91,8 @@ def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     # a learner's cluster: not make test's, whose worker node shares no files (COURSE_RAY_ISOLATED_NODE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
     env.update(VENV=str(venv), COURSE_RAY_PORT=str(PORT))
+    no_procps = without_procps(tmp_path_factory.mktemp("no-procps"))
+    env["PATH"] = f"{no_procps}:{env['PATH']}"
     before = {p.pid for p in psutil.process_iter()}
     started = run_script("start", env=env)
     assert started.returncode == 0, started.stdout + started.stderr
@@ -91,6 +106,10 @@ def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     assert stopped.returncode == 0, stopped.stderr
     left = alive(running)
     assert not left, f"`stop` left these processes running: {[' '.join(p.cmdline())[:120] for p in left]}"
+    called = no_procps / "called"
+    assert not called.exists(), (
+        f"the cluster script called procps' tools, absent on minimal Linux: {called.read_text()}"
+    )
 
 
 def cluster_processes(env: dict[str, str]) -> list[psutil.Process]:

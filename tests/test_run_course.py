@@ -17,6 +17,8 @@ CASES = {
     "b_fails": "raise ValueError('a broken cell')",
     "c_too_slow": "import time\ntime.sleep(60)",
     "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    # the kernel's own connection: IPC, so it opens no TCP port
+    "e_transport": "import json, ipykernel.connect as c\nprint(json.load(open(c.get_connection_file()))['transport'])",
 }
 
 
@@ -35,11 +37,12 @@ def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
         "--cell-timeout",
         "5",
     ]
-    env = {**os.environ, "COURSE_RESULTS_DIR": str(folder / "results")}
+    runtime = folder / "jupyter-runtime"  # where the kernels' connection files and IPC sockets go
+    env = {**os.environ, "COURSE_RESULTS_DIR": str(folder / "results"), "JUPYTER_RUNTIME_DIR": str(runtime)}
     result = subprocess.run(
         command + sorted(str(p) for p in folder.glob("*.ipynb")), capture_output=True, text=True, timeout=300, env=env
     )
-    return result, executed
+    return result, executed, runtime
 
 
 def row(result: subprocess.CompletedProcess, name: str) -> str:
@@ -47,7 +50,7 @@ def row(result: subprocess.CompletedProcess, name: str) -> str:
 
 
 def test_every_notebook_gets_a_row_and_a_saved_copy(run):
-    result, executed = run
+    result, executed, _ = run
     assert result.returncode == 1, result.stdout + result.stderr
     for name in CASES:
         assert (executed / f"{name}.ipynb").exists()
@@ -55,7 +58,7 @@ def test_every_notebook_gets_a_row_and_a_saved_copy(run):
 
 
 def test_each_kind_of_failure_says_what_happened(run):
-    result, _ = run
+    result, _, _ = run
     assert row(result, "a_ok").endswith("ok")
     assert "toy accuracy 0.900 (floor 0.5)" in row(result, "a_ok"), "the table names each notebook's headline"
     assert "FAILED in cell 2 of 2: ValueError: a broken cell" in row(result, "b_fails")
@@ -64,5 +67,13 @@ def test_each_kind_of_failure_says_what_happened(run):
 
 
 def test_progress_names_the_cell(run):
-    result, _ = run
+    result, _, _ = run
     assert "c_too_slow: cell 2 of 2," in result.stdout
+
+
+def test_kernels_run_over_ipc_without_a_warning_and_leave_no_sockets(run):
+    result, executed, runtime = run
+    transport = nbformat.read(executed / "e_transport.ipynb", as_version=4).cells[1].outputs[0].text.strip()
+    assert transport == "ipc", "the kernel was started over TCP: five ports, and ipykernel's warning"
+    assert "running over TCP" not in result.stdout + result.stderr
+    assert not [p.name for p in runtime.glob("kernel-*")], "a kernel's connection file or socket was left behind"

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run_course
+from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run
 from ports import free_port, listening_beyond_loopback
 
 from helpers import config, results, serving
@@ -145,7 +145,7 @@ def served(monkeypatch_module):
 
     results.metrics_path(NOTEBOOK.stem).unlink(missing_ok=True)
     started = time.perf_counter()
-    outcome = run_course.execute(NOTEBOOK, EXECUTED, cell_timeout=900, before_cell=before_cell)
+    outcome = run(NOTEBOOK, EXECUTED, before_cell=before_cell)
     print(f"{NOTEBOOK.name}: {outcome.status} in {time.perf_counter() - started:.0f} s")
     return outcome, port, checked
 
@@ -199,6 +199,6 @@ def test_a_run_that_fails_half_way_leaves_nothing_running(tmp_path, monkeypatch)
     nbformat.write(notebook, half)
     port = free_port()
     monkeypatch.setenv(config.SERVE_PORT_ENV, str(port))
-    outcome = run_course.execute(half, tmp_path / "executed", cell_timeout=900)
+    outcome = run(half, tmp_path / "executed")
     assert "stopped half way, on purpose" in outcome.status, outcome.status
     assert not left_running(port), f"after a failed run: {left_running(port, 0)} still there"

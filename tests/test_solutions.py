@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from executed import NOTEBOOKS, ROOT, run_course
+from executed import NOTEBOOKS, ROOT, run
 
 from helpers import config, exercises
 
@@ -40,7 +40,7 @@ def test_every_lesson_ends_with_one_to_three_exercises_and_has_its_solutions():
 def test_the_solutions_pass_every_check(path: Path):
     number = path.stem.split("_")[0]
     exercises.exercises_path(f"{number}.0").unlink(missing_ok=True)  # a lesson's "not done yet" verdicts
-    outcome = run_course.execute(path, EXECUTED, cell_timeout=600)
+    outcome = run(path, EXECUTED, cell_timeout=600)
     assert outcome.ok, f"{path.name}: {outcome.status}"
     verdicts = exercises.read(number)
     assert len(verdicts) == len(checks(path)), verdicts
