@@ -42,7 +42,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 endif
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run solutions test check doctor bench lab lint lock clean sources
+.PHONY: help setup hooks data run solutions test check doctor bench lab lint lock clean sources minimal-linux
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -117,6 +117,9 @@ lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one loc
 	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
+
+minimal-linux: ## as root: setup and lesson 01 in a Debian minbase root (no procps), then nothing may be left running
+	scripts/minimal-linux.sh
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .

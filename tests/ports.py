@@ -48,26 +48,55 @@ def listening_beyond_loopback(word: str = "ray") -> list[str]:
     return beyond_loopback(listeners(processes))
 
 
-# The processes a course run starts: Ray's (GCS, raylets, agents, workers "ray::..."), kernels, JupyterLab
-COURSE_WORDS = ("ray", "ipykernel", "jupyter")
+# The local cluster's temp folder, exported by scripts/with-ray-cluster.sh: every process of the cluster names it in its
+# command line, or descends from one that does
+CLUSTER_TEMP_DIR_ENV = "COURSE_RAY_TEMP_DIR"
 
 
-def course_listeners_beyond_loopback(words: tuple[str, ...] = COURSE_WORDS) -> list[str]:
-    """Every socket listening beyond loopback now, of a process whose name or command line holds one of ``words``,
-    as ``name (pid) ip:port``. One system-wide pass (``psutil.net_connections``), cheap enough to run every second."""
+def course_processes() -> set[int]:
+    """The pids of what a course run started: this process's descendants (the notebooks' kernels, JupyterLab, a Ray
+    started in a kernel) and the local cluster's processes (those naming its temp folder, and their descendants)."""
+    import os
+
     import psutil
 
-    found = []
-    for c in psutil.net_connections(kind="inet"):
-        if c.status != psutil.CONN_LISTEN or c.laddr.ip in LOOPBACK or c.pid is None:
+    folder = os.environ.get(CLUSTER_TEMP_DIR_ENV)
+    roots, children = {os.getpid()}, {}
+    for process in psutil.process_iter(["ppid", "cmdline"]):
+        if folder and folder in " ".join(process.info["cmdline"] or []):
+            roots.add(process.pid)
+        children.setdefault(process.info["ppid"], []).append(process.pid)
+    found, todo = set(roots), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def course_listeners_beyond_loopback() -> list[str]:
+    """Every socket a process of the course (:func:`course_processes`) listens on beyond loopback now, as
+    ``name (pid) ip:port: command line``. One system-wide pass, cheap enough for every second."""
+    import psutil
+
+    wide = [
+        c
+        for c in psutil.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN and c.laddr.ip not in LOOPBACK and c.pid
+    ]
+    if not wide:
+        return []
+    ours, found = course_processes(), []
+    for c in wide:
+        if c.pid not in ours:
             continue
         try:
             process = psutil.Process(c.pid)
             name, text = process.name(), " ".join(process.cmdline())
         except psutil.Error:
             continue
-        if any(word in f"{name} {text}".lower() for word in words):
-            found.append(f"{name} ({c.pid}) {c.laddr.ip}:{c.laddr.port}: {text[:120]}")
+        found.append(f"{name} ({c.pid}) {c.laddr.ip}:{c.laddr.port}: {text[:120]}")
     return found
 
 
@@ -77,10 +106,10 @@ class SocketWatch:
     ``watch.problems()``. A listener that lives for less than ``interval`` can be missed; Ray Train's and the libraries'
     servers live as long as a training run."""
 
-    def __init__(self, notebook: str, interval: float = 1.0, words: tuple[str, ...] = COURSE_WORDS) -> None:
+    def __init__(self, notebook: str, interval: float = 1.0) -> None:
         import threading
 
-        self.notebook, self.interval, self.words = notebook, interval, words
+        self.notebook, self.interval = notebook, interval
         self.seen: dict[str, None] = {}  # insertion-ordered, each listener once
         self.samples = 0
         self._stop = threading.Event()
@@ -88,7 +117,7 @@ class SocketWatch:
 
     def _sample(self) -> None:
         while True:
-            for found in course_listeners_beyond_loopback(self.words):
+            for found in course_listeners_beyond_loopback():
                 self.seen.setdefault(found, None)
             self.samples += 1
             if self._stop.wait(self.interval):

@@ -78,10 +78,13 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
         token = server.environ().get("JUPYTER_TOKEN")
         page = page_config(port, token, lab)
         assert "@jupyterlab/apputils-extension:announcements" in page["disabledExtensions"], "the news pop-up"
+        kernel = kernel_of(psutil.Process(lab.pid), port, token)
+        assert not listening(kernel), f"a kernel listens on TCP ports (not IPC): {listening(kernel)}"
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         output = lab.communicate(timeout=90)[0]
     assert f"http://127.0.0.1:{port}/lab?token=" in output
+    assert "running over TCP" not in output, "ipykernel's warning: the kernel was started over TCP"
     assert "[ray-cluster] starting a head node and a worker node" in output
     if os.geteuid() == 0:
         assert "running as root (a container?): starting JupyterLab with --allow-root" in output
@@ -92,12 +95,35 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
 def page_config(port: int, token: str | None, lab: subprocess.Popen) -> dict:
     """The page config JupyterLab sends the browser (disabled extensions among it)."""
     if not token:  # printed in the server's log line, read from its runtime file otherwise
-        runtime = subprocess.run(
-            [str(ROOT / ".venv" / "bin" / "jupyter"), "server", "list", "--json"], capture_output=True, text=True
-        ).stdout
-        token = next(json.loads(line)["token"] for line in runtime.splitlines() if f":{port}/" in line)
+        token = lab_token(port)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=30) as response:
         html = response.read().decode()
     found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.DOTALL)
     assert found, "JupyterLab's page has no config data"
     return json.loads(found.group(1))
+
+
+def kernel_of(lab: psutil.Process, port: int, token: str | None) -> psutil.Process:
+    """Start a kernel through the lab's REST API, as opening a notebook does, and return its process once it runs."""
+    if not token:
+        token = lab_token(port)
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/kernels?token={token}", data=b'{"name": "python3"}', method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        kernel_id = json.loads(response.read())["id"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for process in lab.children(recursive=True):
+            if kernel_id in " ".join(process.cmdline()) and "ipykernel" in " ".join(process.cmdline()):
+                time.sleep(3)  # its sockets are bound as it starts
+                return process
+        time.sleep(0.5)
+    raise AssertionError(f"the kernel {kernel_id} did not start within 60 s")
+
+
+def lab_token(port: int) -> str:
+    runtime = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "jupyter"), "server", "list", "--json"], capture_output=True, text=True
+    ).stdout
+    return next(json.loads(line)["token"] for line in runtime.splitlines() if f":{port}/" in line)

@@ -1,8 +1,10 @@
 """The socket watch that runs beside every notebook (tests/ports.py) sees a course process listening beyond loopback,
-names it, and stays quiet about one on loopback."""
+names it, and stays quiet about one on loopback and about processes that are not the course's."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,13 +14,13 @@ from ports import SocketWatch
 SERVE = "import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], 0)); s.listen(); time.sleep(30)"
 
 
-def listen(host: str) -> subprocess.Popen:
-    # "ray" in the command line: the watch takes it for one of the course's processes
-    return subprocess.Popen([sys.executable, "-c", SERVE, host, "ray::FakeWorker"])
+def listen(host: str, **options) -> subprocess.Popen:
+    # a child of this process: the watch takes it for one of the course's (a kernel, a Ray worker)
+    return subprocess.Popen([sys.executable, "-c", SERVE, host], **options)
 
 
-def watch_while(host: str) -> tuple[SocketWatch, int]:
-    process = listen(host)
+def watch_while(host: str, **options) -> tuple[SocketWatch, int]:
+    process = listen(host, **options)
     try:
         with SocketWatch("99_fake", interval=0.2) as watch:
             deadline = time.monotonic() + 10
@@ -42,3 +44,30 @@ def test_the_watch_is_quiet_about_loopback():
     watch, pid = watch_while("127.0.0.1")
     assert watch.samples >= 5
     assert not [line for line in watch.problems() if f"({pid})" in line], watch.problems()
+
+
+def test_a_process_of_the_cluster_counts_though_it_is_not_a_child(tmp_path, monkeypatch):
+    """The cluster's processes descend from `ray start`, not from the test: the watch knows them by the temp folder
+    that scripts/with-ray-cluster.sh exports. A process outside both is someone else's and is left alone."""
+    folder = tmp_path / "ray-course-fake"
+    monkeypatch.setenv("COURSE_RAY_TEMP_DIR", str(folder))
+
+    # started through a shell that exits at once: the listener is re-parented away from this process; the member
+    # names the cluster's folder in its command line, as Ray's processes do
+    def orphan(last_argument: str) -> int:
+        shell = f'"{sys.executable}" -c "$1" 0.0.0.0 "$2" >/dev/null 2>&1 & echo $!'
+        started = subprocess.run(["/bin/sh", "-c", shell, "sh", SERVE, last_argument], capture_output=True, text=True)
+        return int(started.stdout)
+
+    outsider_pid, member_pid = orphan("-"), orphan(str(folder))
+    try:
+        with SocketWatch("99_fake", interval=0.2) as watch:
+            deadline = time.monotonic() + 10
+            while watch.samples < 5 and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        for pid in (outsider_pid, member_pid):
+            os.kill(pid, signal.SIGKILL)
+    found = watch.problems()
+    assert any(f"({member_pid}) 0.0.0.0:" in line for line in found), found
+    assert not any(f"({outsider_pid})" in line for line in found), found
