@@ -121,6 +121,15 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.
     """
     extra = dict(extra or {})
+    env_vars = job_env_vars() | extra.pop("env_vars", {})
+    extra.setdefault("worker_process_setup_hook", WORKER_SETUP_HOOK)
+    return CompactRuntimeEnv(
+        py_modules=[str(SHIPPED_CODE)], excludes=["__pycache__", "*.pyc"], env_vars=env_vars, **extra
+    )
+
+
+def job_env_vars() -> dict[str, str]:
+    """The ``env_vars`` of the job's runtime env (:func:`job_runtime_env`; notebook 00 writes that env out)."""
     settings = {name: os.environ[name] for name in COURSE_SETTINGS if name in os.environ}
     settings |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: config.storage_path()}
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
@@ -128,11 +137,7 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
     quiet = {} if verbose() else QUIET_WORKERS
     here = {worker_setup.LOOPBACK_ONLY_ENV: "1"} if is_on_this_machine(os.environ.get("RAY_ADDRESS")) else {}
-    env_vars = settings | passed | quiet | train | here | extra.pop("env_vars", {})
-    extra.setdefault("worker_process_setup_hook", WORKER_SETUP_HOOK)
-    return CompactRuntimeEnv(
-        py_modules=[str(SHIPPED_CODE)], excludes=["__pycache__", "*.pyc"], env_vars=env_vars, **extra
-    )
+    return settings | passed | quiet | train | here
 
 
 def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> dict[str, float]:
@@ -145,6 +150,24 @@ def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> di
     sees: if a node does not, this stops with the setting to change (:func:`require_shared_paths`; not with
     ``require_shared=False``: `make doctor` looks itself, node by node).
     """
+    prepare_this_process()
+    address = os.environ.get("RAY_ADDRESS") or None
+    ray.init(
+        address=address,
+        num_cpus=None if address else local_cpus(),
+        runtime_env=job_runtime_env(runtime_env),
+        ignore_reinit_error=True,
+        logging_level="WARNING",
+    )
+    if require_shared:
+        require_shared_paths()
+    return ray.cluster_resources()
+
+
+def prepare_this_process() -> None:
+    """What this process sets before ``ray.init`` (:func:`init_ray`, and notebook 00 by hand). On this machine (no
+    ``$RAY_ADDRESS``, or a loopback one) Ray listens on 127.0.0.1 only, and Ray Train gets its local settings; unless
+    ``COURSE_VERBOSE=1``, workers print as plain processes do and libraries keep their info lines to themselves."""
     if is_on_this_machine(os.environ.get("RAY_ADDRESS")):
         keep_on_loopback()
         for name, value in ON_THIS_MACHINE.items():  # Ray Train reads them here and passes them on
@@ -154,14 +177,11 @@ def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> di
     if not verbose():
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
             os.environ.setdefault(name, value)
-    options = {"ignore_reinit_error": True, "logging_level": "WARNING", "runtime_env": job_runtime_env(runtime_env)}
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(**options)
-    else:  # alone in JupyterLab: a local runtime with enough logical CPUs to avoid deadlocks
-        ray.init(num_cpus=max(LOCAL_CPUS, os.cpu_count() or 1), **options)
-    if require_shared:
-        require_shared_paths()
-    return ray.cluster_resources()
+
+
+def local_cpus() -> int:
+    """Logical CPUs for a local runtime (alone in JupyterLab): enough to avoid deadlocks, at least this machine's."""
+    return max(LOCAL_CPUS, os.cpu_count() or 1)
 
 
 def on_node(function, node: dict, **options):

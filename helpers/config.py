@@ -64,6 +64,10 @@ class Budget:
     max_workers: int  # Ray Train workers (one per GPU on a GPU cluster, up to this many)
     max_actors: int  # actors of a batch-inference or featurizing pool
     eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
+    # notebook 00: Ray Core's tasks and actors
+    core_tasks: int  # calls of the lesson's slow function: a loop of them, then as many tasks at once
+    core_task_seconds: float  # how long one call waits (it stands for a download, a query, a remote call)
+    core_array_mb: int  # megabytes of the array that many tasks read (ray.put)
     # notebooks 01, 02, 02b: the beans fine-tune (Hugging Face Trainer)
     beans_train_steps: int  # optimizer steps
     beans_batch_size: int  # global: notebook 01's one device, or split across Ray Train's workers
@@ -135,6 +139,9 @@ _CPU = Budget(
     max_workers=2,
     max_actors=2,
     eval_batch_size=64,
+    core_tasks=8,
+    core_task_seconds=0.5,
+    core_array_mb=40,
     beans_train_steps=300,
     beans_batch_size=32,
     beans_eval_steps=50,
