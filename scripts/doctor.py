@@ -40,6 +40,7 @@ CONNECT_TIMEOUT_S = 5
 # clone's `make run`, 2026-11-24), and what the probe below took there: an estimate scales the first by the probe's
 # ratio.
 REFERENCE_SECONDS = {
+    "00_ray_core": 60,  # the lesson's limit: not yet measured by a fresh clone's `make run`
     "01_local_finetune": 33,
     "02_ray_train_finetune": 53,
     "02b_fault_tolerance": 51,
@@ -409,6 +410,8 @@ def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Che
     workers = f"{plan.num_workers} Ray Train worker(s) ({gpu})"
     beans = f"beans {budget.beans_train_steps} steps of batch {budget.beans_batch_size}"
     what = {
+        "00_ray_core": f"Ray Core, {budget.core_tasks} tasks at once, a {budget.core_array_mb} MB array in the object "
+        f"store, {budget.max_actors} actors in a pool (CPU only)",
         "01_local_finetune": f"one process, {beans}",
         "02_ray_train_finetune": f"{workers}, {beans}",
         "02b_fault_tolerance": f"{workers}, {beans}, one worker killed on purpose",
