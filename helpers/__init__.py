@@ -33,6 +33,7 @@ plots               image grids, training curves, confusion matrices
 display             small metric tables in a notebook
 exercises           the checks of the "Your turn" exercises: a verdict with a hint, never an exception
 exercises_ray_core  lesson 00's checks (Ray Core): tasks collected as they finish, a tally actor
+exercises_tune      lesson 07's checks (Ray Tune): a search space and scheduler, the best trial of a ResultGrid
 ==================  ==========================================================================================
 
 Words used one way everywhere: *sources* (where data and the pretrained model come from), *budget*

@@ -106,6 +106,15 @@ class Budget:
     serve_downscale_delay_s: float  # how long it must stay low before autoscaling removes one
     serve_look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
     serve_target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
+    # notebook 07: choosing notebook 04's hyperparameters with Ray Tune
+    tune_train_size: int  # the first images of the train split: what every trial trains on
+    tune_valid_size: int  # the next images of the train split: the validation set that ranks the trials
+    tune_test_size: int | None  # images of the test split that judge the chosen model at the end (None: all)
+    tune_samples: int  # trials of the search with early stopping (ASHA), each training in its own Tune process
+    tune_epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
+    tune_train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
+    tune_train_epochs: int  # epochs of each of those trials
+    tune_workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -175,6 +184,14 @@ _CPU = Budget(
     serve_downscale_delay_s=5.0,
     serve_look_back_s=11.0,
     serve_target_ongoing_requests=4,
+    tune_train_size=800,
+    tune_valid_size=500,
+    tune_test_size=1000,
+    tune_samples=6,
+    tune_epochs=3,
+    tune_train_samples=4,
+    tune_train_epochs=2,
+    tune_workers=2,
 )
 _BUDGETS = {
     "cpu": _CPU,
@@ -198,6 +215,13 @@ _BUDGETS = {
         serve_max_batch_size=32,
         serve_load_concurrency=64,
         serve_max_replicas=8,
+        tune_train_size=45_000,
+        tune_valid_size=5_000,
+        tune_test_size=None,
+        tune_samples=16,
+        tune_epochs=10,
+        tune_train_samples=8,
+        tune_train_epochs=10,
     ),
 }
 
@@ -260,6 +284,7 @@ LESSONS = {
     "cifar": (("cifar10",), ("cifar_", "max_workers")),
     "playbook": (("cifar10",), ("playbook_", "xgboost_", "tensorflow_", "max_workers")),
     "serve": (("imagenette", "imagenette_labels"), ("serve_",)),
+    "tune": (("cifar10",), ("tune_", "cifar_architecture", "cifar_batch_size", "cifar_learning_rate")),
 }
 
 

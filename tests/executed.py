@@ -49,6 +49,12 @@ EXPLAINED = {
     re.compile(r"has constructor arguments in the object store and max_restarts > 0"): "arguments in the object store",
     # XGBoost, as each worker joins the others (its C++ code prints it whatever its verbosity)
     re.compile(r"Task \[xgboost\.ray-rank=\d+\]:\w+ got rank \d+$"): "got rank",
+    # Ray Tune, as an experiment is interrupted on purpose (notebook 07): it saved its state, and how to resume
+    re.compile(r"WARNING tune\.py:\d+ -- Stop signal received \(e\.g\. via SIGINT/Ctrl\+C\)"): "Stop signal received",
+    re.compile(r"WARNING tune\.py:\d+ -- Experiment has been interrupted, but the most recent state was saved"): (
+        "Experiment has been interrupted, but the most recent state was saved"
+    ),
+    re.compile(r"^Resume experiment with: Tuner\.restore\(path="): "Resume experiment with: Tuner.restore",
 }
 # Ray Train's worker logs its training function's failure, with the traceback, before Ray Train acts on it
 FAILURE = re.compile(r"^Error in training function:$")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,14 @@ EXECUTED = config.RESULTS_DIR / "executed-solutions"
 
 
 def checks(path: Path) -> list[str]:
-    """The exercise checks a notebook calls (``exercises.check_...``), in order."""
+    """The exercise checks a notebook calls (``exercises.check_...``, or a lesson's own module's:
+    ``exercises_tune.check_...``), in order."""
     found = []
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] == "code":
             for node in ast.walk(ast.parse("".join(cell["source"]))):
                 name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
-                found += [name] if name.startswith("exercises.check_") else []
+                found += [name] if re.match(r"exercises\w*\.check_", name) else []
     return found
 
 
