@@ -173,8 +173,9 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
     )
     took = max(ends.values()) - min(starts.values())
     return (
-        f"4 tasks ran at once ({took:.1f} s, one after another {sum(items) * STEP_S:.1f} s); on_result saw "
-        f"{order} as they ended, and the results came back in the order of the items"
+        f"the tasks ran side by side: {took:.1f} s from the first start to the last end (one after another: "
+        f"{sum(items) * STEP_S:.1f} s); on_result saw {order} as they ended, and the results came back in the order "
+        "of the items"
     )
 
 
