@@ -2,10 +2,14 @@
 
 A check runs what the learner wrote (a function, a class) on a small input of its own and prints one
 verdict: ``✓`` and what is right; ``✗`` with what is wrong and a hint toward the fix; or ``…`` "not done
-yet" while the exercise still raises ``NotImplementedError``. A check never raises, so a notebook with
-untouched exercises runs to its end. Every verdict is also saved in ``results/exercises/<notebook>.json``
-(the tests of ``solutions/`` read it). The first message of a wrong answer points at the mistake; it
-does not print the answer.
+yet" while the exercise still raises ``NotImplementedError``. A check never raises and never hangs: it
+runs in a thread of its own with a time limit (``_check``), so any answer, of any shape, gets a verdict
+within that limit and a notebook with untouched exercises runs to its end. The checks that run the
+learner's function on Ray Train workers also watch every worker (``_run_watched``): a worker that waits
+at ``ray.train.report`` for a worker that has reported fewer times and ended (or has not come for
+``BARRIER_WAIT_S``), or that runs past its own limit, is stopped, and the verdict names the rule it
+broke. Every verdict is also saved in ``results/exercises/<notebook>.json`` (the tests of ``solutions/``
+read it). The first message of a wrong answer points at the mistake; it does not print the answer.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import inspect
 import json
 import logging
 import math
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -90,14 +95,50 @@ def read(notebook: str, results_dir: Path | None = None) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _check(exercise: str, run: Callable[[], str]) -> Verdict:
-    """Run one check body: it returns the success message or raises AssertionError with the finding."""
-    try:
-        return record(Verdict(exercise, DONE, run()))
-    except _NotDone:
-        return record(Verdict(exercise, NOT_DONE, "replace `raise NotImplementedError` with your code, then run again"))
-    except (_Raised, AssertionError) as finding:
-        return record(Verdict(exercise, WRONG, str(finding)))
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0][:160]}" if text else type(error).__name__
+
+
+def _check(exercise: str, run: Callable[[], str], limit_s: float = 60, late: str = "") -> Verdict:
+    """Run one check body in a thread of its own, for at most ``limit_s`` seconds: the body returns the success
+    message or raises AssertionError with the finding. Whatever else happens is a verdict too: an exception of the
+    check itself (an answer of a shape it did not expect) or a body still running at the limit (``late`` says
+    what to look for). The verdict is printed here, in the caller's thread."""
+    outcome: list[Verdict] = []
+
+    def body() -> None:
+        try:
+            outcome.append(Verdict(exercise, DONE, run()))
+        except _NotDone:
+            outcome.append(
+                Verdict(exercise, NOT_DONE, "replace `raise NotImplementedError` with your code, then run again")
+            )
+        except (_Raised, AssertionError) as finding:
+            outcome.append(Verdict(exercise, WRONG, str(finding)))
+        except BaseException as error:  # noqa: BLE001  (a check never raises: SystemExit from learner code included)
+            outcome.append(
+                Verdict(
+                    exercise,
+                    WRONG,
+                    f"the check could not use what your code gave it ({_first_line(error)}): compare what your code "
+                    "returns (its type, its shape) with what the exercise asks for",
+                )
+            )
+
+    thread = threading.Thread(target=body, name=f"check-{exercise}", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if thread.is_alive() or not outcome:
+        return record(
+            Verdict(
+                exercise,
+                WRONG,
+                f"no verdict within the check's time limit of {limit_s:.0f} s: your code was still running. "
+                + (late or "Look for a loop that never ends, or a wait for something that never comes"),
+            )
+        )
+    return record(outcome[0])
 
 
 # --- 01: the Hugging Face fine-tune -------------------------------------------------------------------
@@ -169,33 +210,49 @@ def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
 
 
 def made_up_history() -> pd.DataFrame:
-    """A ``result.metrics_dataframe`` of a made-up run whose best evaluation is not its last."""
+    """A ``result.metrics_dataframe`` of a made-up run whose best evaluation is neither its last nor the one with the
+    lowest ``eval_loss``: the loss keeps falling a little after the accuracy has peaked."""
     return pd.DataFrame(
         {
             "step": [50, 100, 150, 200, 250, 300],
             "epoch": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
-            "eval_loss": [0.9, 0.6, 0.45, 0.40, 0.42, 0.47],
+            "eval_loss": [0.9, 0.6, 0.45, 0.40, 0.38, 0.47],
             "eval_accuracy": [0.61, 0.78, 0.86, 0.91, 0.89, 0.88],
         }
     )
 
 
+def _pair(found: Any, what: str) -> tuple[Any, Any]:
+    """The two values of a learner's answer that should be a pair; an AssertionError naming ``what`` otherwise."""
+    assert isinstance(found, tuple | list) and len(found) == 2, (
+        f"it returned {type(found).__name__} {str(found)[:80]!r}: return a pair, {what}"
+    )
+    return found[0], found[1]
+
+
 def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, float]]) -> Verdict:
-    """02.1: ``best_evaluation(history)`` returns the step and accuracy of the best evaluation of a run."""
+    """02.1: ``best_evaluation(history)`` returns the step and accuracy of the evaluation with the highest accuracy."""
 
     def run() -> str:
         history = made_up_history()
-        found = attempt(best_evaluation, history.copy())
-        assert isinstance(found, tuple) and len(found) == 2, (
-            f"it returned {found!r}: return a pair, (step, eval_accuracy)"
-        )
-        step, accuracy = found
+        step, accuracy = _pair(attempt(best_evaluation, history.copy()), "(step, eval_accuracy)")
         assert (step, accuracy) != (300, 0.88), (
             "you returned the last evaluation; the best one is where `eval_accuracy` is highest"
+        )
+        assert int(step) != 250, (
+            "you returned the evaluation with the lowest `eval_loss` (step 250); the exercise asks for the highest "
+            "`eval_accuracy`: the loss can go on falling after the accuracy has peaked"
         )
         assert int(step) == 200 and math.isclose(float(accuracy), 0.91), (
             f"({step}, {accuracy}) is not the row with the highest `eval_accuracy`: look at the index that "
             "`history['eval_accuracy']` reaches its maximum at, and read `step` from that row"
+        )
+        later = history.iloc[1:].copy()  # a history whose index does not start at 0 (a row dropped, as by a filter)
+        later["eval_accuracy"] = [0.70, 0.75, 0.80, 0.93, 0.85]
+        step, accuracy = _pair(attempt(best_evaluation, later), "(step, eval_accuracy)")
+        assert int(step) == 250 and math.isclose(float(accuracy), 0.93), (
+            f"on a history whose rows are numbered 1 to 5, it returned ({step}, {accuracy}) instead of (250, 0.93): "
+            "`idxmax()` gives the row's *label*; read the row with `.loc`, not `.iloc`"
         )
         return "step 200, accuracy 0.91 on the made-up history: try it on `result.metrics_dataframe` too"
 
@@ -206,19 +263,34 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
     """02.2: ``scaling_for(workers, global_batch, resources)`` gives a ScalingConfig and the per-worker batch."""
     from ray.train import ScalingConfig
 
-    def run() -> str:
-        config, per_worker = attempt(scaling_for, 4, 32, {"CPU": 8.0})
+    def scaled(workers: int, batch: int, resources: dict[str, float]) -> tuple[Any, Any]:
+        config, per_worker = _pair(
+            attempt(scaling_for, workers, batch, dict(resources)), "(ScalingConfig, the batch of each worker)"
+        )
         assert isinstance(config, ScalingConfig), f"the first value is a {type(config).__name__}, not a ScalingConfig"
+        assert isinstance(per_worker, int | np.integer), (
+            f"each worker's batch is {per_worker!r}, a {type(per_worker).__name__}: a batch size is a whole number "
+            "(divide with `//`)"
+        )
+        return config, int(per_worker)
+
+    def run() -> str:
+        config, per_worker = scaled(4, 32, {"CPU": 8.0})
         assert config.num_workers == 4, f"asked for 4 workers, the ScalingConfig has {config.num_workers}"
         assert not config.use_gpu, "this cluster has no GPU ({'CPU': 8.0}): never ask Ray for one it lacks"
         assert per_worker * 4 == 32, (
             f"each of 4 workers takes {per_worker} examples, {per_worker * 4} a step in all: the global batch is "
             "32, so every worker's batch is the global one divided by the number of workers"
         )
-        config, per_worker = attempt(scaling_for, 4, 64, {"CPU": 8.0, "GPU": 4.0})
+        config, per_worker = scaled(4, 64, {"CPU": 8.0, "GPU": 4.0})
         assert config.use_gpu, "this cluster has 4 GPUs: the workers should use them (use_gpu=True)"
         assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
-        config, _ = attempt(scaling_for, 2, 64, {"CPU": 8.0, "GPU": 0.0})
+        config, per_worker = scaled(3, 96, {"CPU": 6.0})
+        assert config.num_workers == 3 and per_worker == 32, (
+            f"3 workers and a global batch of 96 gave {config.num_workers} workers of {per_worker}: use the "
+            "arguments, not the lesson's numbers"
+        )
+        config, _ = scaled(2, 64, {"CPU": 8.0, "GPU": 0.0})
         assert not config.use_gpu, (
             "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
             "`resources` counts, not from whether the key is there"
@@ -230,7 +302,11 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
 
 # --- 02b: surviving a failure ---------------------------------------------------------------------------
 
-RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; the worker dies after reporting step 4
+RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; a worker dies after reporting step 4
+RESUME_WORKERS = 2  # on one worker, reporting on rank 0 only would pass: with two it would hang (see _run_watched)
+WORKER_LIMIT_S = 150  # how long a check's Ray Train worker may run the learner's function
+BARRIER_WAIT_S = 45  # how long a worker may wait in a report while another worker has reported fewer times
+RUN_LIMIT_S = 420  # how long a check waits for its Ray Train run (start-up, a restart, the learner's function)
 
 
 class _Crash:
@@ -248,8 +324,162 @@ class _Crash:
         return first
 
 
-def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any) -> Callable[[dict], None]:
-    """``count_to`` as a Ray Train function whose worker dies once (the ``_Crash`` actor), after ``crash_after``.
+class _Reports:
+    """What each worker of a check's Ray Train run did with ``ray.train.report``, kept where the driver reads it.
+
+    Workers are named ``"<attempt>/<rank>"``; each call is a dict (``checkpoint``: whether one was attached, and
+    what the check measured around it)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[dict]] = {}
+        self.ended: dict[str, int] = {}  # calls made when the worker's function returned
+        self.stopped: list[dict] = []  # workers the check stopped, and why
+
+    def begin(self, worker: str) -> bool:
+        """``worker``'s function starts; False when the check has stopped a worker of this run already."""
+        self.calls.setdefault(worker, [])
+        return not self.stopped
+
+    def called(self, worker: str, call: dict) -> None:
+        self.calls.setdefault(worker, []).append(call)
+
+    def end(self, worker: str) -> None:
+        self.ended[worker] = len(self.calls.get(worker, []))
+
+    def waits_in_vain(self, worker: str, calls: int, waited_s: float) -> str | None:
+        """Another worker of the same attempt that made fewer calls than ``worker`` has, and either ended (it will
+        never come) or has not come for ``BARRIER_WAIT_S`` seconds while ``worker`` waits in its report. Ray Train
+        V2's report is a barrier that every worker must reach."""
+        attempt = worker.split("/")[0]
+        for other in self.calls:  # every worker that began, reported or not
+            if other == worker or other.split("/")[0] != attempt:
+                continue
+            made = self.ended.get(other, len(self.calls.get(other, [])))
+            if made < calls and (other in self.ended or waited_s > BARRIER_WAIT_S):
+                return other
+        return None
+
+    def stop(self, why: dict) -> None:
+        self.stopped.append(why)
+
+    def state(self) -> dict:
+        return {"calls": self.calls, "ended": self.ended, "stopped": self.stopped}
+
+
+def _run_watched(
+    learner: Callable[[dict], Any],
+    loop_config: dict,
+    reports: Any,
+    attempt: int = 1,
+    limit_s: float = WORKER_LIMIT_S,
+    before_report: Callable[[dict], None] | None = None,
+    measure: Callable[[], dict] | None = None,
+) -> None:
+    """Run the learner's Ray Train function on this worker with its ``ray.train.report`` calls counted in
+    ``reports`` (a ``_Reports`` actor). A watchdog stops this worker (its process ends, as a lost machine's would)
+    when it waits at a report that another worker will never reach, or when it runs past ``limit_s``: the run then
+    fails, and the check reads why from ``reports``. ``before_report(metrics)`` runs before each report (02b's
+    crash); ``measure()`` adds what the check measured to each call's entry (04.2's batch losses)."""
+    import os
+    import signal
+    import time
+
+    import ray
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    worker = f"{attempt}/{rank}"
+    if not ray.get(reports.begin.remote(worker)):  # an earlier attempt was stopped: no second wait
+        raise RuntimeError("the check stopped this run")
+    real = ray.train.report
+    now = {"calls": 0, "in_report": False, "since": 0.0}
+
+    def report(metrics: Any, *args: Any, **kwargs: Any) -> None:
+        now["calls"] += 1
+        checkpoint = kwargs.get("checkpoint", args[0] if args else None)
+        entry: dict[str, Any] = {"checkpoint": checkpoint is not None}
+        if isinstance(metrics, dict) and isinstance(metrics.get("loss"), int | float):
+            entry["loss"] = float(metrics["loss"])
+        ray.get(reports.called.remote(worker, entry | (measure() if measure else {})))
+        if before_report is not None and isinstance(metrics, dict):
+            before_report(metrics)
+        now["in_report"], now["since"] = True, time.monotonic()
+        try:
+            real({**metrics, "attempt": attempt} if isinstance(metrics, dict) else metrics, *args, **kwargs)
+        finally:
+            now["in_report"] = False
+
+    ended = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + limit_s
+        while not ended.wait(1.0):
+            waited_s = time.monotonic() - now["since"]
+            waited_for = now["in_report"] and ray.get(reports.waits_in_vain.remote(worker, now["calls"], waited_s))
+            if waited_for or time.monotonic() > deadline:
+                why = {"worker": worker, "calls": now["calls"], "in_report": now["in_report"], "waited_for": waited_for}
+                ray.get(reports.stop.remote(why))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+    ray.train.report = report
+    try:
+        learner(loop_config)
+    finally:
+        ray.train.report = real
+        ended.set()
+        ray.get(reports.end.remote(worker))
+
+
+def _stopped_finding(stopped: list[dict], limit_s: float) -> str:
+    """What a check says of a run whose worker it stopped: the rule the learner's function broke."""
+    why = stopped[0]
+    rank, calls = why["worker"].split("/")[1], why["calls"]
+    if why["waited_for"]:
+        other = why["waited_for"].split("/")[1]
+        return (
+            f"worker {rank} called `ray.train.report` {calls} time(s), worker {other} fewer: `ray.train.report` "
+            f"waits until every worker has called it, so worker {rank} would have waited forever (the check "
+            "stopped it). Every worker calls `ray.train.report`, as often as the others; only rank 0 attaches a "
+            "checkpoint (the others pass `checkpoint=None`)"
+        )
+    where = f"in its call number {calls} of `ray.train.report`" if why["in_report"] else "outside `ray.train.report`"
+    return (
+        f"worker {rank} was still running your function after {limit_s:.0f} s, {where}: look for a loop that never "
+        "ends, or a wait for something that never comes. Remember that `ray.train.report` waits until every "
+        "worker has called it"
+    )
+
+
+def _fit_within(trainer: Any, limit_s: float = RUN_LIMIT_S) -> Any:
+    """``trainer.fit()`` in a thread, waited for at most ``limit_s`` seconds: its result, or its exception raised
+    here; an AssertionError when the run is still going at the limit (left running: Ray Train has no public way to
+    stop it from here)."""
+    outcome: list = []
+
+    def fit() -> None:
+        try:
+            outcome.append(("result", trainer.fit()))
+        except BaseException as error:  # noqa: BLE001  (raised again in the caller's thread)
+            outcome.append(("error", error))
+
+    thread = threading.Thread(target=fit, name="check-fit", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if not outcome:
+        raise AssertionError(
+            f"the run did not finish within {limit_s:.0f} s: were its workers ever started (enough free CPUs on the "
+            "cluster)? Does your function end?"
+        )
+    kind, value = outcome[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any, reports: Any) -> Callable[[dict], None]:
+    """``count_to`` as a Ray Train function, watched (``_run_watched``), whose last worker dies once (the ``_Crash``
+    actor), after ``crash_after``.
 
     The worker is killed as the next step is about to be reported, a moment after the last report
     reached Ray Train: as a lost machine would be, between two checkpoints.
@@ -264,25 +494,22 @@ def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any) -
         import ray.train
 
         attempt = 2 if ray.get(crash.happened.remote()) else 1
-        report = ray.train.report
+        context = ray.train.get_context()
+        last = context.get_world_rank() == context.get_world_size() - 1
 
-        def report_or_die(metrics: dict, *args: Any, **kwargs: Any) -> None:
-            if metrics.get("step") == crash_after + 1 and attempt == 1 and ray.get(crash.now.remote()):
+        def die_before(metrics: dict) -> None:
+            if last and metrics.get("step") == crash_after + 1 and attempt == 1 and ray.get(crash.now.remote()):
                 time.sleep(1.0)  # Ray Train collects the previous report
                 os.kill(os.getpid(), signal.SIGKILL)
-            report({**metrics, "attempt": attempt}, *args, **kwargs)
 
-        ray.train.report = report_or_die
-        try:
-            count_to(loop_config)
-        finally:
-            ray.train.report = report
+        _run_watched(count_to, loop_config, reports, attempt, before_report=die_before)
 
     return train_func
 
 
 def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdict:
-    """02b.1: ``count_to`` reports steps with checkpoints and resumes; ``failure_config`` allows a restart."""
+    """02b.1: ``count_to`` reports steps with checkpoints and resumes; ``failure_config`` allows a restart. The check
+    runs it on 2 workers and kills the last one once."""
     import ray
     import ray.train
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -307,10 +534,11 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
         )
         _attached()
         crash = ray.remote(num_cpus=0)(_Crash).remote()
+        reports = ray.remote(num_cpus=0)(_Reports).remote()
         trainer = TorchTrainer(
-            _dies_once(count_to, RESUME_CRASH_AFTER, crash),
+            _dies_once(count_to, RESUME_CRASH_AFTER, crash, reports),
             train_loop_config={"steps": RESUME_STEPS},
-            scaling_config=ScalingConfig(num_workers=1),
+            scaling_config=ScalingConfig(num_workers=RESUME_WORKERS),
             torch_config=torch_config(),
             run_config=RunConfig(
                 name=run_name("02b-exercise-count"),
@@ -320,22 +548,30 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             ),
         )
         try:
-            result = trainer.fit()
+            result = _fit_within(trainer)
         except ray.train.TrainingFailedError as error:
+            stopped = ray.get(reports.state.remote())["stopped"]
+            if stopped:
+                raise AssertionError(_stopped_finding(stopped, WORKER_LIMIT_S)) from None
             raise AssertionError(
-                "the run failed: " + str(error).strip().splitlines()[-1][:200] + ". The worker dies only once: "
-                "look for the error in your function"
+                f"the run failed: {_failure(error)}. The worker dies only once: look for the error in your function"
             ) from None
         finally:
             ray.kill(crash)
+            ray.kill(reports)
         assert result.checkpoint is not None, (
             "no checkpoint was reported: pass `checkpoint=ray.train.Checkpoint.from_directory(folder)` to "
             "`ray.train.report`, or a restart has nothing to go on from"
         )
         reports = result.metrics_dataframe
+        keys = sorted(set(reports.columns) - {"attempt"}) if reports is not None else []
+        assert "step" in keys, (
+            f"your reports hold {keys}, no `step`: report each step as `ray.train.report({{'step': step}}, "
+            "checkpoint=...)`; the check reads it by that name"
+        )
         before, after = (reports.loc[reports["attempt"] == n, "step"].astype(int).tolist() for n in (1, 2))
         assert after, (
-            f"the worker was to die after step {RESUME_CRASH_AFTER}, but the steps reported were {before}, with no "
+            f"a worker was to die after step {RESUME_CRASH_AFTER}, but the steps reported were {before}, with no "
             "restart: call `ray.train.report(...)` once per step, as the lesson does"
         )
         assert after[0] != 1, (
@@ -355,11 +591,11 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
         )
         restarted_at = after[0]
         return (
-            f"the worker died after step {RESUME_CRASH_AFTER}; Ray Train restarted it and your function went on "
-            f"from step {restarted_at - 1} to {RESUME_STEPS}"
+            f"one of {RESUME_WORKERS} workers died after step {RESUME_CRASH_AFTER}; Ray Train restarted them and your "
+            f"function went on from step {restarted_at - 1} to {RESUME_STEPS}"
         )
 
-    return _check("02b.1", run)
+    return _check("02b.1", run, limit_s=RUN_LIMIT_S + 60)
 
 
 # --- 03: Ray Data --------------------------------------------------------------------------------------
@@ -446,6 +682,57 @@ def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[lis
     return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy()
 
 
+_WORK = {"loads": 0, "forwards": 0}  # in an actor of 03.1's check: models loaded, forward passes run
+
+
+def _count_model_work() -> None:
+    """In this process, count every ``from_pretrained`` of a transformers model and every forward pass of a ViT
+    classifier (03.1's check runs the learner's class with it, in an actor of its own)."""
+    from transformers import PreTrainedModel, ViTForImageClassification
+
+    if getattr(PreTrainedModel, "_counted_by_check", False):
+        return
+    load, forward = PreTrainedModel.from_pretrained.__func__, ViTForImageClassification.forward
+
+    def counted_load(cls: type, *args: Any, **kwargs: Any) -> Any:
+        _WORK["loads"] += 1
+        return load(cls, *args, **kwargs)
+
+    def counted_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _WORK["forwards"] += 1
+        return forward(self, *args, **kwargs)
+
+    PreTrainedModel.from_pretrained = classmethod(counted_load)
+    ViTForImageClassification.forward = counted_forward
+    PreTrainedModel._counted_by_check = True
+
+
+def _watched_class(classifier_class: type) -> type:
+    """The learner's actor class, with what each call does counted: columns ``_loads`` and ``_forwards`` say how
+    many models its ``__call__`` loaded and how many forward passes it ran for that batch."""
+
+    class Watched(classifier_class):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from helpers import exercises  # the module's own counters, not a copy pickled with this class
+
+            exercises._count_model_work()
+            super().__init__(*args, **kwargs)
+
+        def __call__(self, batch: Any) -> Any:
+            from helpers import exercises
+
+            before = dict(exercises._WORK)
+            out = super().__call__(batch)
+            if isinstance(out, dict) and "id" in out:
+                rows = len(out["id"])
+                out["_loads"] = np.full(rows, exercises._WORK["loads"] - before["loads"])
+                out["_forwards"] = np.full(rows, exercises._WORK["forwards"] - before["forwards"])
+            return out
+
+    Watched.__name__ = classifier_class.__name__  # Ray Data names the operator after it
+    return Watched
+
+
 def check_confident_classifier(classifier_class: type) -> Verdict:
     """03.1: an actor class for ``map_batches`` that adds ``predicted`` and ``confidence`` to every row."""
     import tempfile
@@ -471,7 +758,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                 out = (
                     ray.data.from_items(rows)
                     .map_batches(
-                        classifier_class,
+                        _watched_class(classifier_class),
                         fn_constructor_kwargs={"checkpoint": checkpoint},
                         compute=ray.data.ActorPoolStrategy(size=1),
                         batch_size=3,
@@ -480,15 +767,18 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
                 raise AssertionError(f"running it on an actor pool raised {_failure(error)}") from None
-        assert {"predicted", "confidence"} <= set(out.columns), (
-            f"the rows have the columns {sorted(out.columns)}: add `predicted` and `confidence` to the batch"
+        columns = sorted(set(out.columns) - {"_loads", "_forwards"})
+        assert {"predicted", "confidence"} <= set(columns), (
+            f"the rows have the columns {columns}: add `predicted` and `confidence` to the batch"
         )
-        assert {"id", "image"} <= set(out.columns), (
-            f"the rows have the columns {sorted(out.columns)}: add your columns to the batch and return it whole, "
+        assert {"id", "image"} <= set(columns), (
+            f"the rows have the columns {columns}: add your columns to the batch and return it whole, "
             "the next stage needs the others"
         )
         assert len(out) == len(images), f"{len(out)} rows came out of {len(images)}: keep every row"
-        out = out.sort_values("id")
+        counted = {"_loads", "_forwards"} <= set(out.columns)  # per batch of 3 (see _watched_class)
+        loads, forwards = (int(out[column].max()) if counted else 0 for column in ("_loads", "_forwards"))
+        out = out.drop(columns=["_loads", "_forwards"], errors="ignore").sort_values("id")
         predicted = [str(name) for name in out["predicted"]]
         assert predicted == names, (
             f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "
@@ -503,12 +793,20 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
             "probability of the *predicted* class, for each image"
         )
+        assert loads == 0, (
+            "the answers are right, but your `__call__` loads the model, once for every batch: load it once, in "
+            "`__init__`, where each actor of the pool keeps it for all the batches it is given"
+        )
+        assert forwards <= 1, (
+            f"the answers are right, but the model ran {forwards} forward passes for a batch of 3 images: give it the "
+            "whole batch in one call (the processor takes a list of images), not one image at a time"
+        )
         return (
             f"{len(images)} images it had never seen, of several sizes and modes: every predicted class and its "
-            "probability right"
+            "probability right, the model loaded once per actor, one forward pass per batch"
         )
 
-    return _check("03.1", run)
+    return _check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?")
 
 
 def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
@@ -625,18 +923,40 @@ def untouched(function: Callable) -> bool:
 
 
 def _observed(loop_config: dict) -> None:
-    """Runs on each Ray Train worker: the learner's function, then whether the workers' models agree."""
+    """Runs on each Ray Train worker: the learner's function, watched (``_run_watched``: its reports counted, with
+    the training losses of the batches since the last report), then whether the workers' models agree."""
     import ray.train
 
     config = dict(loop_config)
-    learner, tally = config.pop("learner"), config.pop("tally")
+    learner, tally, reports = config.pop("learner"), config.pop("tally"), config.pop("reports")
     made: list[torch.nn.Module] = []
+    losses: list[tuple[float, int]] = []  # (loss, batch size) of each training batch since the last report
+    cross_entropy = torch.nn.functional.cross_entropy
 
     def make_model() -> torch.nn.Module:
         made.append(hidden_model())
         return made[-1]
 
-    learner(config | {"make_model": make_model})
+    def counted_cross_entropy(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        loss = cross_entropy(input, *args, **kwargs)
+        if torch.is_grad_enabled() and loss.dim() == 0:
+            losses.append((float(loss.detach()), int(input.shape[0])))
+        return loss
+
+    def batch_losses() -> dict:
+        if not losses:
+            return {}
+        values, sizes = np.array([v for v, _ in losses]), np.array([n for _, n in losses])
+        found = {"batches": len(values), "last": float(values[-1]), "mean": float(values.mean())}
+        found["weighted"] = float((values * sizes).sum() / sizes.sum())
+        losses.clear()
+        return found
+
+    torch.nn.functional.cross_entropy = counted_cross_entropy  # nn.CrossEntropyLoss calls it too
+    try:
+        _run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
+    finally:
+        torch.nn.functional.cross_entropy = cross_entropy
     spread = -1.0  # no model built with make_model
     if made:
         weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
@@ -676,7 +996,15 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         images, labels = hidden_problem(512, seed=1)
         train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
         epochs, tally = 3, Tally.remote()
-        loop_config = {"epochs": epochs, "batch_size": 32, "lr": 0.05, "learner": train_from_shard, "tally": tally}
+        reports = ray.remote(num_cpus=0)(_Reports).remote()
+        loop_config = {
+            "epochs": epochs,
+            "batch_size": 32,
+            "lr": 0.05,
+            "learner": train_from_shard,
+            "tally": tally,
+            "reports": reports,
+        }
         trainer = TorchTrainer(
             _observed,
             train_loop_config=loop_config,
@@ -691,23 +1019,38 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
             ),
         )
         try:
-            result = trainer.fit()
-        except Exception as error:  # the learner's error, raised in a worker
-            found = _failure(error)
-            if "NotImplementedError" in found:
-                raise _NotDone from None
-            raise AssertionError(
-                f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
-                'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
-                "`image` and `label`"
-            ) from None
-        return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers)
+            try:
+                result = _fit_within(trainer)
+            except Exception as error:  # the learner's error, raised in a worker, or a worker the check stopped
+                stopped = ray.get(reports.state.remote())["stopped"]
+                if stopped:
+                    raise AssertionError(_stopped_finding(stopped, WORKER_LIMIT_S)) from None
+                found = _failure(error)
+                if "NotImplementedError" in found:
+                    raise _NotDone from None
+                raise AssertionError(
+                    f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
+                    'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
+                    "`image` and `label`"
+                ) from None
+            calls = ray.get(reports.state.remote())["calls"]
+        finally:
+            ray.kill(reports)
+        return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers, calls)
 
-    return _check("04.2", run)
+    return _check("04.2", run, limit_s=RUN_LIMIT_S + 60)
 
 
-def _judge_train_run(result: Any, workers_seen: pd.DataFrame, epochs: int, weights_file: str, workers: int) -> str:
-    """04.2's findings on a finished run: the reports, the checkpoint, the workers' agreement, the model's skill."""
+def _judge_train_run(
+    result: Any,
+    workers_seen: pd.DataFrame,
+    epochs: int,
+    weights_file: str,
+    workers: int,
+    calls: dict[str, list[dict]] | None = None,
+) -> str:
+    """04.2's findings on a finished run: the reports (``calls``: each worker's ``ray.train.report`` calls, as
+    ``_Reports`` kept them), the checkpoint, the workers' agreement, the model's skill."""
     import os
 
     models = workers_seen["models"].tolist() if len(workers_seen) else []
@@ -732,6 +1075,27 @@ def _judge_train_run(result: Any, workers_seen: pd.DataFrame, epochs: int, weigh
     assert losses.nunique() > 1, (
         f"the same loss, {losses.iloc[0]}, in every report: report the loss that this epoch's training computed"
     )
+    calls = calls or {}
+    attaching = sorted(
+        int(worker.split("/")[1]) for worker, made in calls.items() if any(c["checkpoint"] for c in made)
+    )
+    assert not [rank for rank in attaching if rank != 0], (
+        f"workers {attaching} each attached a checkpoint: the workers hold the same model (prepare_model keeps them "
+        "equal), so only rank 0 attaches one, `checkpoint=None` on the others (every worker still calls "
+        "`ray.train.report`); otherwise every worker uploads a copy of the same weights"
+    )
+    measured = [c for c in calls.get("1/0", []) if "loss" in c and c.get("batches", 0) > 1]
+    if measured:  # rank 0's reported losses, next to the losses of the batches it trained on since the last report
+        last_batch = all(
+            math.isclose(c["loss"], c["last"], rel_tol=1e-4)
+            and not math.isclose(c["loss"], c["mean"], rel_tol=1e-4)
+            and not math.isclose(c["loss"], c["weighted"], rel_tol=1e-4)
+            for c in measured
+        )
+        assert not last_batch, (
+            "the loss in each report is the epoch's *last batch's* loss: one batch of many, it jumps from epoch to "
+            "epoch. Report the mean over the epoch's batches (sum each batch's loss, divide by their number)"
+        )
     with result.checkpoint.as_directory() as folder:
         path = os.path.join(folder, weights_file)
         assert os.path.exists(path), (
@@ -769,14 +1133,70 @@ def _judge_train_run(result: Any, workers_seen: pd.DataFrame, epochs: int, weigh
 # --- 05: the data-loading playbook ---------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _calls_recorded(methods: list[tuple[type, str]], calls: list[tuple[str, dict]]):
+    """In the block, every call of the ``(class, method name)`` pairs is appended to ``calls`` as ``(name,
+    keyword arguments)``; the methods are restored afterwards. How a check sees which Ray Data steps an answer
+    asked for, whatever it returns."""
+    originals = [(cls, name, cls.__dict__[name]) for cls, name in methods if name in cls.__dict__]
+
+    def recording(name: str, method: Callable) -> Callable:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, dict(kwargs)))
+            return method(*args, **kwargs)
+
+        return recorded
+
+    for cls, name, method in originals:
+        setattr(cls, name, recording(name, method))
+    try:
+        yield calls
+    finally:
+        for cls, name, method in originals:
+            setattr(cls, name, method)
+
+
+def _ids(found: Any) -> np.ndarray:
+    """An answer that should be one array of ids, as one: an AssertionError that says what it is otherwise."""
+    if isinstance(found, list | tuple) and found and all(isinstance(part, np.ndarray | list | dict) for part in found):
+        raise AssertionError(
+            f"it returned a {type(found).__name__} of {len(found)} parts (batches?): return one numpy array of all "
+            "the ids, in order (`np.concatenate` the batches' `id` columns)"
+        )
+    try:
+        ids = np.asarray(found)
+    except (ValueError, TypeError) as error:
+        raise AssertionError(
+            f"it returned {type(found).__name__}, which is not an array of ids ({_first_line(error)}): return one "
+            "numpy array of the ids"
+        ) from None
+    assert ids.ndim == 1 and ids.dtype.kind in "iu", (
+        f"it returned an array of shape {ids.shape} and type {ids.dtype}: return one flat array of the integer ids"
+    )
+    return ids
+
+
 def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
-    """05.1: ``epoch_order(ds, epoch)``: a shuffled order of the ids, the same on every run, new every epoch."""
+    """05.1: ``epoch_order(ds, epoch)``: a shuffled order of the ids, the same on every run, new every epoch, shuffled
+    by Ray Data itself (a seeded ``random_shuffle``, or a seeded local shuffle as the batches are read)."""
     import ray.data
+    from ray.data import DataIterator, Dataset
+
+    watched = [(Dataset, "random_shuffle"), (Dataset, "randomize_block_order")]
+    watched += [(cls, name) for cls in (Dataset, DataIterator) for name in ("iter_batches", "iter_torch_batches")]
+
+    def shuffled_by_ray(calls: list[tuple[str, dict]]) -> bool:
+        return any(
+            name in ("random_shuffle", "randomize_block_order") or kwargs.get("local_shuffle_buffer_size")
+            for name, kwargs in calls
+        )
 
     def run() -> str:
         _attached()
         ds = ray.data.range(2000, override_num_blocks=10)
-        first, again, other = (np.asarray(attempt(epoch_order, ds, epoch)) for epoch in (0, 0, 1))
+        calls: list[tuple[str, dict]] = []
+        with _calls_recorded(watched, calls):
+            first, again, other = (_ids(attempt(epoch_order, ds, epoch)) for epoch in (0, 0, 1))
         assert sorted(first.tolist()) == list(range(2000)), (
             f"{len(first)} ids, {len(set(first.tolist()))} distinct: every id once, in some order"
         )
@@ -786,9 +1206,15 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
             "`local_shuffle_seed`), and the blocks must come out in order (`preserve_order`, section 6)"
         )
         assert not np.array_equal(first, other), "epochs 0 and 1 give the same order: let the seed depend on the epoch"
-        return "the same shuffled order for the same epoch, another one for the next epoch"
+        assert shuffled_by_ray(calls), (
+            "the order is shuffled, but not by Ray Data: a permutation made on the driver (numpy) needs every id "
+            "there first, which a real dataset does not fit. Shuffle with Ray Data, seeded by the epoch: "
+            "`ds.random_shuffle(seed=...)`, or a local shuffle as the batches are read (`local_shuffle_buffer_size`, "
+            "`local_shuffle_seed`)"
+        )
+        return "the same shuffled order for the same epoch, another one for the next epoch, shuffled by Ray Data"
 
-    return _check("05.1", run)
+    return _check("05.1", run, limit_s=240)
 
 
 def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]:
@@ -812,19 +1238,24 @@ def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+MATERIALIZING = ("split", "split_at_indices", "split_proportionately", "materialize")  # 05.2: not for a split
+
+
 def check_quick_validation(config_class: type) -> Verdict:
     """05.2: ``config_class(valid_rows=n)`` is a DataConfig whose ``configure`` splits every dataset equally between
     the workers, except ``valid``: every worker gets the same ``n`` rows of it, whole."""
     import ray
     import ray.data
-    from ray.data import DataIterator
+    from ray.data import DataIterator, Dataset
     from ray.train import DataConfig
 
     def configured(config: Any, name: str, ds: Any, world_size: int) -> list:
         """What Ray Train does with ``config``: ``configure`` once per dataset, with a one-entry dict."""
         node = ray.get_runtime_context().get_node_id()
+        calls: list[tuple[str, dict]] = []
         try:
-            per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
+            with _calls_recorded([(Dataset, method) for method in MATERIALIZING], calls):
+                per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
         except _Raised as raised:
             hint = ""
             if "KeyError" in str(raised):
@@ -837,6 +1268,11 @@ def check_quick_validation(config_class: type) -> Verdict:
             f"`configure` returned {type(per_worker).__name__} "
             f"{'of ' + str(len(per_worker)) if hasattr(per_worker, '__len__') else ''} for world_size={world_size}: "
             "return a list with one dict per worker, `world_size` of them"
+        )
+        assert name == "valid" or not calls, (
+            f"`configure` for the `{name}` dataset called `{calls[0][0] if calls else ''}`: that runs the whole "
+            "dataset and holds every row in Ray's object store before the first step; `ds.streaming_split(world_size, "
+            "equal=True)` hands each worker its share as the rows are produced"
         )
         iterators = [worker.get(name) if isinstance(worker, dict) else None for worker in per_worker]
         for rank, iterator in enumerate(iterators):
@@ -888,7 +1324,7 @@ def check_quick_validation(config_class: type) -> Verdict:
             "rows, whole"
         )
 
-    return _check("05.2", run)
+    return _check("05.2", run, limit_s=300)
 
 
 # --- 06: Ray Serve -------------------------------------------------------------------------------------
@@ -941,6 +1377,11 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
             )
         with ThreadPoolExecutor(max_workers=1) as pool:  # untouched? find out here, without starting a replica
             pool.submit(_call_once, deployment).result()
+        taken = deployment.max_ongoing_requests
+        assert taken >= max_batch_size, (
+            f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
+            f"{max_batch_size} never fills. Let it take at least {max_batch_size} in `@serve.deployment(...)`"
+        )
         assert _serve_is_running(), "Serve is not running here: run the lesson's cell with `serve.start(...)` first"
         values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
 
@@ -975,13 +1416,12 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         assert max(sizes) <= max_batch_size, (
             f"a batch of {max(sizes)} values: keep batches to {max_batch_size} (`max_batch_size`)"
         )
-        assert max(sizes) > 5, (
-            f"48 requests at once, yet batches of at most {max(sizes)}: a replica takes only `max_ongoing_requests` "
-            f"requests at a time (5 by default); raise it to at least {max_batch_size} in `@serve.deployment(...)`"
-        )
         return f"48 requests arriving one at a time were answered in batches of up to {max(sizes)}, each answer its own"
 
-    return _check("06.1", run)
+    return _check("06.1", run, limit_s=300)
+
+
+MODEL_MAX_ONGOING = 32  # 06.2: the lesson's Model takes two batches of 16 at a time (unless the options say other)
 
 
 def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Verdict:
@@ -989,7 +1429,7 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
     keeps a replica ready, and asks for one GPU per replica only on a cluster with GPUs, no more replicas than GPUs."""
     from ray import serve
 
-    @serve.deployment
+    @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
     class Model:  # what the options go to: Serve checks them as it would for the lesson's Model
         pass
 
@@ -1020,6 +1460,12 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
         assert scaling.max_replicas > scaling.min_replicas, (
             f"min_replicas={scaling.min_replicas} and max_replicas={scaling.max_replicas}: nothing can scale; let "
             "max_replicas be higher"
+        )
+        taken = configured._deployment_config.max_ongoing_requests
+        assert scaling.target_ongoing_requests < taken, (
+            f"target_ongoing_requests={scaling.target_ongoing_requests:g}, but a replica takes at most "
+            f"max_ongoing_requests={taken} at a time (the lesson's `Model`): its load never goes above the target, "
+            "so Serve never adds a replica. Keep the target below what a replica takes"
         )
         gpus = (options.get("ray_actor_options") or {}).get("num_gpus", 0)
         assert not gpus, "this cluster has no GPU ({'CPU': 8.0}): a replica that asks for one waits forever"

@@ -40,6 +40,34 @@ def test_code_that_raises_is_a_finding_not_a_crash():
     expect(exercises.check_best_evaluation(lambda history: history["nope"]), exercises.WRONG, "it raised KeyError")
 
 
+def test_an_answer_of_a_shape_the_check_did_not_expect_is_a_verdict():
+    """02.2 with a function that returns only the ScalingConfig: the check unpacks a pair (a TypeError before)."""
+    only_the_config = lambda workers, batch, resources: ScalingConfig(num_workers=workers)  # noqa: E731
+    expect(exercises.check_scaling(only_the_config), exercises.WRONG, "return a pair", "ScalingConfig")
+
+    def surprise():  # a check body that fails in a way no assertion foresaw
+        raise TypeError("cannot unpack non-iterable int object")
+
+    expect(exercises._check("02.2", surprise), exercises.WRONG, "could not use what your code gave it", "TypeError")
+
+    def exits():  # learner code that calls sys.exit(): a verdict, and the notebook's kernel goes on
+        raise SystemExit(1)
+
+    expect(exercises._check("02.2", exits), exercises.WRONG, "SystemExit")
+
+
+def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
+    import threading
+    import time
+
+    release = threading.Event()
+    started = time.monotonic()
+    verdict = exercises._check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
+    release.set()
+    expect(verdict, exercises.WRONG, "no verdict within the check's time limit of 0 s", "Look at `x`")
+    assert time.monotonic() - started < 5
+
+
 def test_freeze_backbone():
     def freeze_everything(model):
         for p in model.parameters():
@@ -95,6 +123,14 @@ def test_best_evaluation():
         exercises.WRONG,
         "not the row with the highest `eval_accuracy`",
     )
+    lowest_loss = lambda h: (
+        int(h.loc[h["eval_loss"].idxmin(), "step"]),
+        float(h.loc[h["eval_loss"].idxmin(), "eval_accuracy"]),
+    )  # noqa: E731,E501
+    expect(exercises.check_best_evaluation(lowest_loss), exercises.WRONG, "lowest `eval_loss`", "highest")
+    by_position = lambda h: (int(h["step"].iloc[h["eval_accuracy"].idxmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(exercises.check_best_evaluation(by_position), exercises.WRONG, "`.loc`, not `.iloc`")
+    expect(exercises.check_best_evaluation(lambda h: 200), exercises.WRONG, "return a pair")
     best = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]), float(h["eval_accuracy"].max()))  # noqa: E731
     expect(exercises.check_best_evaluation(best), exercises.DONE)
 
@@ -113,6 +149,16 @@ def test_scaling():
         return ScalingConfig(num_workers=workers, use_gpu="GPU" in resources), global_batch // workers
 
     expect(exercises.check_scaling(gpu_key_present), exercises.WRONG, "GPU: 0.0", "no GPU")
+
+    def true_division(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers), global_batch / workers
+
+    expect(exercises.check_scaling(true_division), exercises.WRONG, "whole number")
+
+    def the_lessons_numbers(workers, global_batch, resources):
+        return ScalingConfig(num_workers=4, use_gpu=resources.get("GPU", 0) >= 4), global_batch // 4
+
+    expect(exercises.check_scaling(the_lessons_numbers), exercises.WRONG, "use the arguments")
 
     def right(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
@@ -162,6 +208,25 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     expect(exercises.check_resume(no_checkpoint, one_restart), exercises.WRONG, "no checkpoint was reported")
     ten_steps = lambda c: count(c, steps=10)  # noqa: E731
     expect(exercises.check_resume(ten_steps, one_restart), exercises.WRONG, "count to the number the loop config")
+
+    def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
+        for step in range(1, loop_config["steps"] + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                ray.train.report({"n": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+    expect(exercises.check_resume(other_key, one_restart), exercises.WRONG, "no `step`", "['n']")
+
+    def rank_zero_reports(loop_config):  # "only rank 0 reports": the other worker never reaches the barrier
+        if ray.train.get_context().get_world_rank() == 0:
+            count(loop_config)
+
+    expect(
+        exercises.check_resume(rank_zero_reports, one_restart),
+        exercises.WRONG,
+        "would have waited forever",
+        "Every worker calls `ray.train.report`",
+    )
     # The right answer passes in solutions/02b_fault_tolerance.ipynb (tests/test_solutions.py).
     ray.shutdown()
 
@@ -244,6 +309,20 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
         def __call__(self, batch):
             super().__call__(batch)  # and returns None
 
+    class LoadsEveryBatch(Classifier):
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def __call__(self, batch):
+            super().__init__(self.checkpoint)
+            return super().__call__(batch)
+
+    class OneImageAtATime(Classifier):
+        @torch.no_grad()
+        def scores(self, batch):
+            images = list(batch["image"])
+            return torch.cat([self.model(pixel_values=pixel_values(self.processor, [i])).logits for i in images])
+
     def a_function(batch):
         return batch
 
@@ -260,6 +339,8 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     expect(exercises.check_confident_classifier(FirstClass), exercises.WRONG, "of the *predicted* class")
     expect(exercises.check_confident_classifier(OnlyItsColumns), exercises.WRONG, "return it whole")
     expect(exercises.check_confident_classifier(a_function), exercises.WRONG, "is not a class")
+    expect(exercises.check_confident_classifier(LoadsEveryBatch), exercises.WRONG, "once for every batch", "__init__")
+    expect(exercises.check_confident_classifier(OneImageAtATime), exercises.WRONG, "3 forward passes", "whole batch")
     expect(exercises.check_confident_classifier(Classifier), exercises.DONE, "never seen")
     ray.shutdown()
 
@@ -279,6 +360,19 @@ def test_the_ray_data_checks():
     expect(exercises.check_epoch_order(same_seed), exercises.WRONG, "epochs 0 and 1 give the same order")
     no_seed = lambda ds, epoch: ds.random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
     expect(exercises.check_epoch_order(no_seed), exercises.WRONG, "every random step needs a seed")
+    batches = lambda ds, epoch: [b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=300)]  # noqa: E731
+    expect(exercises.check_epoch_order(batches), exercises.WRONG, "parts (batches?)", "np.concatenate")
+
+    def numpy_permutation(ds, epoch):  # repeatable and new every epoch, but shuffled on the driver
+        ids = np.sort(ds.to_pandas()["id"].to_numpy())
+        return ids[np.random.default_rng(epoch).permutation(len(ids))]
+
+    expect(exercises.check_epoch_order(numpy_permutation), exercises.WRONG, "not by Ray Data", "random_shuffle")
+
+    def right(ds, epoch):
+        return np.concatenate([b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=None)])
+
+    expect(exercises.check_epoch_order(right), exercises.DONE, "shuffled by Ray Data")
 
     ray.shutdown()
 
@@ -360,13 +454,25 @@ def finished_run(tmp_path, weights=None, losses=(0.6, 0.4, 0.3), file_name=None)
     return SimpleNamespace(checkpoint=checkpoint, metrics=reports.iloc[-1].to_dict(), metrics_dataframe=reports)
 
 
-def judged(result, models=(1, 1), spread=0.0) -> exercises.Verdict:
+def judged(result, models=(1, 1), spread=0.0, calls=None) -> exercises.Verdict:
     import pandas as pd
 
     from helpers.loops import WEIGHTS_FILE
 
     workers = pd.DataFrame({"rank": range(len(models)), "models": list(models), "spread": spread})
-    return exercises._check("04.2", lambda: exercises._judge_train_run(result, workers, 3, WEIGHTS_FILE, 2))
+    return exercises._check("04.2", lambda: exercises._judge_train_run(result, workers, 3, WEIGHTS_FILE, 2, calls))
+
+
+def report_calls(rank1_checkpoints=False, reported="mean"):
+    """What 04.2's watch keeps of a 2-worker run's reports: rank 0's losses next to its batches' (see _observed)."""
+    batches = [(0.61, 0.55, 0.58), (0.41, 0.35, 0.38), (0.31, 0.25, 0.28)]  # (mean, last, weighted) per epoch
+    rank0 = [
+        {"checkpoint": True, "loss": {"mean": m, "last": last}[reported], "batches": 8, "mean": m, "last": last}
+        | {"weighted": m}
+        for m, last, _ in batches
+    ]
+    rank1 = [{"checkpoint": rank1_checkpoints, "loss": m} for m, _, _ in batches]
+    return {"1/0": rank0, "1/1": rank1}
 
 
 def test_the_ray_train_exercise_rejects_runs_that_went_wrong(tmp_path):
@@ -396,6 +502,57 @@ def test_the_ray_train_exercise_rejects_runs_that_went_wrong(tmp_path):
     untrained = exercises.hidden_model().state_dict()
     expect(judged(run("i", weights=untrained)), exercises.WRONG, "of new examples", "optimizer.step()")
     expect(judged(run("j", weights=good)), exercises.DONE, "3 reports with a checkpoint")
+    for name in ("k", "l", "m"):
+        (tmp_path / name).mkdir()
+    losses = [0.61, 0.41, 0.31]
+    # every rank attaching a checkpoint
+    every_rank = report_calls(rank1_checkpoints=True)
+    expect(judged(run("k", weights=good, losses=losses), calls=every_rank), exercises.WRONG, "workers [0, 1]", "rank 0")
+    # the last batch's loss reported as the epoch's
+    last_batch = report_calls(reported="last")
+    expect(judged(run("l", weights=good, losses=losses), calls=last_batch), exercises.WRONG, "last batch's")
+    expect(judged(run("m", weights=good, losses=losses), calls=report_calls()), exercises.DONE)
+
+
+def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found():
+    """04.2 and 02b.1: Ray Train V2's report is a barrier; rank 0 reporting alone would wait forever (see the
+    cluster test below for the whole run)."""
+    reports = exercises._Reports()
+    assert reports.begin("1/0") and reports.begin("1/1")
+    reports.called("1/0", {"checkpoint": True})
+    assert reports.waits_in_vain("1/0", 1, waited_s=5) is None  # worker 1 may still come
+    assert reports.waits_in_vain("1/0", 1, waited_s=exercises.BARRIER_WAIT_S + 1) == "1/1"  # it has not, for long
+    reports = exercises._Reports()
+    reports.begin("1/0"), reports.begin("1/1")
+    reports.called("1/0", {"checkpoint": True})
+    reports.called("1/1", {"checkpoint": False})
+    reports.called("1/0", {"checkpoint": True})
+    assert reports.waits_in_vain("1/0", 2, waited_s=5) is None  # worker 1 is one epoch behind: it comes
+    long = exercises.BARRIER_WAIT_S + 1
+    assert reports.waits_in_vain("1/0", 2, waited_s=long) == "1/1"  # ... but not for this long (it waits elsewhere)
+    reports.end("1/1")  # worker 1's function returned after one report
+    assert reports.waits_in_vain("1/0", 2, waited_s=5) == "1/1"
+    assert reports.waits_in_vain("1/1", 1, waited_s=long) is None  # fewer calls than no one
+    assert reports.waits_in_vain("2/0", 1, waited_s=long) is None  # another attempt's workers are not this one's
+    reports.stop({"worker": "1/0"})
+    assert not reports.begin("2/0")  # after a stop, a restarted worker does not wait again
+    why = {"worker": "1/0", "calls": 1, "in_report": True, "waited_for": "1/1"}
+    finding = exercises._stopped_finding([why], 150)
+    assert "Every worker calls `ray.train.report`" in finding and "only rank 0 attaches a checkpoint" in finding
+    late = exercises._stopped_finding([why | {"waited_for": None}], 150)
+    assert "after 150 s" in late and "in its call number 1" in late
+
+
+def test_an_answer_that_should_be_one_array_of_ids():
+    """05.1's answer, whatever its shape: a list of batches is named as such (np.asarray raised ValueError)."""
+    batches = [np.arange(0, 3), np.arange(3, 5)]
+    with pytest.raises(AssertionError, match="2 parts"):
+        exercises._ids(batches)
+    with pytest.raises(AssertionError, match="one flat array"):
+        exercises._ids(np.zeros((2, 2)))
+    with pytest.raises(AssertionError, match="one flat array"):
+        exercises._ids(None)
+    assert exercises._ids([4, 2, 3]).tolist() == [4, 2, 3]
 
 
 @pytest.mark.cluster
@@ -404,6 +561,7 @@ def test_the_ray_train_exercise_on_two_workers():
     reading a column the data does not have."""
     import os
     import tempfile
+    import time
 
     import ray
     import ray.train
@@ -443,6 +601,27 @@ def test_the_ray_train_exercise_on_two_workers():
         "a worker raised",
         "KeyError",
     )
+
+    def rank_zero_reports(loop_config):  # "only rank 0 reports": rank 0 waits at the barrier for rank 1
+        model = ray.train.torch.prepare_model(loop_config["make_model"]())
+        optimizer = torch.optim.AdamW(model.parameters(), lr=loop_config["lr"])
+        shard = ray.train.get_dataset_shard("train")
+        for _ in range(loop_config["epochs"]):
+            pairs = ((b["image"], b["label"]) for b in shard.iter_torch_batches(batch_size=loop_config["batch_size"]))
+            loss = train_epoch(model, pairs, optimizer, torch.device("cpu"), progress=False)
+            if ray.train.get_context().get_world_rank() == 0:
+                with tempfile.TemporaryDirectory() as folder:
+                    torch.save(model.module.state_dict(), os.path.join(folder, WEIGHTS_FILE))
+                    ray.train.report({"loss": loss}, checkpoint=Checkpoint.from_directory(folder))
+
+    started = time.monotonic()
+    expect(
+        exercises.check_train_from_shard(rank_zero_reports),
+        exercises.WRONG,
+        "would have waited forever",
+        "only rank 0 attaches a checkpoint",
+    )
+    assert time.monotonic() - started < exercises.WORKER_LIMIT_S, "the check waited for its time limit"
     expect(exercises.check_train_from_shard(trainer_function(prepare=True)), exercises.DONE)
     ray.shutdown()
 
@@ -521,6 +700,11 @@ def test_the_data_config_exercise():
             self.give_valid(datasets["valid"], per_rank)
             return per_rank
 
+    class Materializes(QuickValidation):  # ds.split: every share computed and held before training starts
+        def split(self, name, ds, per_rank):
+            for worker, shard in zip(per_rank, ds.split(len(per_rank), equal=True), strict=True):
+                worker[name] = shard.iterator()
+
     class TwoWorkers(QuickValidation):  # the lesson's number of workers, written in
         def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
             return super().configure(datasets, 2, worker_handles, worker_node_ids)
@@ -533,6 +717,7 @@ def test_the_data_config_exercise():
     expect(check(TrainOnly), exercises.WRONG, "all 90 `test` rows")
     expect(check(SplitsValid), exercises.WRONG, "different `valid` rows", "whole")
     expect(check(HundredRows), exercises.WRONG, "all 60 `valid` rows")
+    expect(check(Materializes), exercises.WRONG, "called `split`", "streaming_split")
     expect(check(QuickValidation), exercises.DONE, "every worker the same 25 `valid` rows")
     ray.shutdown()
 
@@ -572,13 +757,43 @@ def test_the_autoscaling_check():
 
     expect(exercises.check_autoscaling(gpu_key_present), exercises.WRONG, "GPU: 0.0")
 
+    def never_scales(resources):  # a target no replica's load reaches: it takes 5 requests at a time
+        gpus = int(resources.get("GPU", 0))
+        scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4, "target_ongoing_requests": 1000}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
+
+    expect(exercises.check_autoscaling(never_scales), exercises.WRONG, "target_ongoing_requests=1000", "never adds")
+
     def right(resources):
         gpus = int(resources.get("GPU", 0))
         scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4}
         return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
 
     expect(exercises.check_autoscaling(right), exercises.DONE)
+
+    def a_target_of_its_own(resources):  # below the 32 requests the lesson's Model takes at a time
+        options = right(resources)
+        options["autoscaling_config"]["target_ongoing_requests"] = 8
+        return options
+
+    expect(exercises.check_autoscaling(a_target_of_its_own), exercises.DONE)
     expect(exercises.check_autoscaling(todo), exercises.NOT_DONE)
+
+
+def test_the_batching_check_refuses_a_replica_that_takes_fewer_requests_than_a_batch():
+    """06.1: with `max_ongoing_requests=8` batches of 16 never fill; said before anything is deployed."""
+    from ray import serve
+
+    @serve.deployment(max_ongoing_requests=8)
+    class EightAtATime:
+        def __init__(self, score):
+            self.score = score
+
+        @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+        async def __call__(self, values):
+            return self.score(values)
+
+    expect(exercises.check_batching(EightAtATime), exercises.WRONG, "max_ongoing_requests=8", "at least 16")
 
 
 @pytest.mark.cluster
