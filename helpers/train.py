@@ -30,14 +30,16 @@ def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
 def run_config(name: str, **options: object) -> RunConfig:
     """The course's ``RunConfig``: a run name of its own, the shared storage, capped checkpoints, quiet logs.
 
-    ``ray.train``'s own lines (worker group started, each report, transient warnings such as a slow
-    autoscaling coordinator on a busy laptop) are shown with ``COURSE_VERBOSE=1``; errors always are.
+    A copy of the ``run_config`` that notebook 02 writes in its cell of section 3 ("Scale and storage"), for
+    the lessons after it; ``tests/test_lesson_twins.py`` keeps the two equal. ``ray.train``'s own lines (worker
+    group started, each report, transient warnings such as a slow autoscaling coordinator on a busy laptop) are
+    shown with ``COURSE_VERBOSE=1``; errors always are.
     """
     defaults = {
-        "name": run_name(name),
+        "name": run_name(name),  # <name>-<date>_<time>: a folder of its own per run, reruns never mix
         "storage_path": storage_path(),
-        "checkpoint_config": CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT),
-        "logging_config": LoggingConfig(log_level="INFO" if verbose() else "ERROR"),
+        "checkpoint_config": CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT),  # older ones go as new ones come
+        "logging_config": LoggingConfig(log_level="INFO" if verbose() else "ERROR"),  # Ray Train's own lines
     }
     return RunConfig(**(defaults | options))
 
@@ -52,8 +54,10 @@ def worker_training_args(
 ) -> TrainingArguments:
     """Notebook 01's recipe (``TrainingArguments``) for one Ray Train worker, plus checkpoints.
 
-    What differs from notebook 01, on purpose: a worker-local ``output_dir``; a checkpoint at every
-    evaluation (each is reported to Ray Train); logs only at evaluations (workers print them); no tqdm.
+    A copy of the ``worker_training_args`` that notebook 02 writes in its cell of section 2, for 02b and 03;
+    ``tests/test_lesson_twins.py`` keeps the two equal. What differs from notebook 01, on purpose: a worker-local
+    ``output_dir``; a checkpoint at every evaluation (each is reported to Ray Train); logs only at evaluations
+    (workers print them); no tqdm.
     """
     return TrainingArguments(
         output_dir=output_dir,  # worker-local and temporary; Ray Train copies checkpoints to storage
