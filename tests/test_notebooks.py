@@ -2,9 +2,10 @@
 and shows a readable output: few lines, none printed twice in a row, no warnings, nothing on stderr that the notebook
 does not explain (as JupyterLab shows it: the kernel runs without pytest's marker).
 
-Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can
-run (tests/test_browser.py), it runs 00 to 05 and 07 in JupyterLab and checks their saved copies the same way; here they run
-only where it cannot. Notebook 06 runs in tests/test_serve.py, which also checks its service from outside while it runs.
+Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can run
+(tests/test_browser.py), it runs 00 to 05 and 07 in JupyterLab and checks their saved copies the same way; here they
+run only where it cannot. Notebook 06 runs in tests/test_serve.py, which also checks its service from outside while
+it runs.
 """
 
 from __future__ import annotations
