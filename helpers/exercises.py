@@ -100,12 +100,26 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0][:160]}" if text else type(error).__name__
 
 
-def _check(exercise: str, run: Callable[[], str], limit_s: float = 60, late: str = "") -> Verdict:
+def _check(
+    exercise: str,
+    run: Callable[[], str],
+    limit_s: float = 60,
+    late: str = "",
+    ray_first: Callable[[], bool] | None = None,
+) -> Verdict:
     """Run one check body in a thread of its own, for at most ``limit_s`` seconds: the body returns the success
     message or raises AssertionError with the finding. Whatever else happens is a verdict too: an exception of the
     check itself (an answer of a shape it did not expect) or a body still running at the limit (``late`` says
-    what to look for). The verdict is printed here, in the caller's thread."""
+    what to look for). The verdict is printed here, in the caller's thread.
+
+    When ``ray_first()`` says so (an answer worth running on Ray), Ray is attached here first, in the caller's
+    thread: ``ray.init`` sets its signal handlers only in the main thread, and says so on stderr elsewhere."""
     outcome: list[Verdict] = []
+    try:
+        if ray_first is not None and ray_first():
+            _attached()
+    except Exception as error:  # noqa: BLE001  (the body says what it finds; Ray is attached there again)
+        logging.getLogger(__name__).debug("attaching Ray first: %s", error)
 
     def body() -> None:
         try:
@@ -595,7 +609,12 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             f"function went on from step {restarted_at - 1} to {RESUME_STEPS}"
         )
 
-    return _check("02b.1", run, limit_s=RUN_LIMIT_S + 60)
+    def worth_running() -> bool:
+        return (
+            not untouched(count_to) and isinstance(failure_config, FailureConfig) and failure_config.max_failures == 1
+        )
+
+    return _check("02b.1", run, limit_s=RUN_LIMIT_S + 60, ray_first=worth_running)
 
 
 # --- 03: Ray Data --------------------------------------------------------------------------------------
@@ -806,7 +825,12 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             "probability right, the model loaded once per actor, one forward pass per batch"
         )
 
-    return _check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?")
+    def worth_running() -> bool:
+        return isinstance(classifier_class, type) and not (
+            untouched(classifier_class.__init__) or untouched(classifier_class.__call__)
+        )
+
+    return _check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
 
 
 def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
@@ -1038,7 +1062,7 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
             ray.kill(reports)
         return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers, calls)
 
-    return _check("04.2", run, limit_s=RUN_LIMIT_S + 60)
+    return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
 
 
 def _judge_train_run(
@@ -1214,7 +1238,7 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
         )
         return "the same shuffled order for the same epoch, another one for the next epoch, shuffled by Ray Data"
 
-    return _check("05.1", run, limit_s=240)
+    return _check("05.1", run, limit_s=240, ray_first=lambda: not untouched(epoch_order))
 
 
 def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]:
@@ -1324,7 +1348,12 @@ def check_quick_validation(config_class: type) -> Verdict:
             "rows, whole"
         )
 
-    return _check("05.2", run, limit_s=300)
+    return _check(
+        "05.2",
+        run,
+        limit_s=300,
+        ray_first=lambda: isinstance(config_class, type) and not untouched(config_class.configure),
+    )
 
 
 # --- 06: Ray Serve -------------------------------------------------------------------------------------
