@@ -13,7 +13,11 @@ from helpers.train import per_worker
 def image_batch() -> dict[str, np.ndarray]:
     images = np.empty(3, dtype=object)
     images[:] = [np.full((80, 80, 3), 200, np.uint8), np.zeros((1, 80, 80), np.uint8), np.zeros((50, 70, 3), np.uint8)]
-    return {"image": images, "label": np.array(["fish", "dog", "fish"])}
+    return {
+        "image": images,
+        "label": np.array(["fish", "dog", "fish"]),
+        "file_name": np.array(["a.JPEG", "b.JPEG", "c.JPEG"]),
+    }
 
 
 Featurizer, ImageClassifier = from_notebook("03_ray_data", "Featurizer", "ImageClassifier")
@@ -34,6 +38,7 @@ def test_featurizer_gives_float_pixels_and_int_labels(model_dir):
     assert out["pixel_values"].shape == (3, 3, 64, 64) and out["pixel_values"].dtype == np.float32
     assert out["labels"].tolist() == [1, 0, 1] and out["labels"].dtype == np.int64
     assert -1.0 <= out["pixel_values"].min() and out["pixel_values"].max() <= 1.0
+    assert out["file_name"].tolist() == ["a.JPEG", "b.JPEG", "c.JPEG"]  # kept for the split by file name
 
 
 def test_classifier_labels_a_whole_batch_in_one_forward_pass(model_dir):
