@@ -41,9 +41,10 @@ def kernel_env() -> dict[str, str]:
 
 
 class IpcKernelManager(AsyncKernelManager):
-    """A notebook's kernel over IPC: Unix sockets in Jupyter's runtime folder, removed when the kernel stops. No TCP
-    port is opened, so ipykernel does not warn that its ports carry everything unencrypted (`make lab` does the same:
-    jupyter-config/jupyter_server_config.json)."""
+    """A notebook's kernel over IPC: Unix sockets in Jupyter's runtime folder, removed when the kernel stops. Its five
+    channels open no TCP port, so ipykernel does not warn that its ports carry everything unencrypted (`make lab` does
+    the same: jupyter-config/jupyter_server_config.json). The one TCP port an ipykernel always opens is on 127.0.0.1:
+    the pipe that brings the output of processes it forks back to the notebook."""
 
     @default("transport")
     def _transport_default(self) -> str:

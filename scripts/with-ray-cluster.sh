@@ -70,7 +70,7 @@ while todo:
             found.add(child)
             todo.append(child)
 print(" ".join(map(str, sorted(found))))' "$temp_dir"
-    return
+    return 0  # an explicit status: a bare `return` in the EXIT trap returns the status the trap started with (130)
   fi
   command -v pgrep >/dev/null || { say "cannot look for the cluster's processes: no $python and no pgrep" >&2; return 0; }
   local pids children
@@ -220,7 +220,8 @@ case "${1:-}" in
   "") echo "usage: $0 start | stop | <command> [args...]" >&2; exit 2 ;;
   *)
     check_free
-    trap stop_cluster EXIT
+    # Stop the cluster however the command ends; a second Ctrl-C does not cut the cleanup short.
+    trap 'trap "" INT TERM; stop_cluster' EXIT
     trap 'exit 130' INT TERM
     start_cluster
     "$@"

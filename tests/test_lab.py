@@ -79,7 +79,10 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
         page = page_config(port, token, lab)
         assert "@jupyterlab/apputils-extension:announcements" in page["disabledExtensions"], "the news pop-up"
         kernel = kernel_of(psutil.Process(lab.pid), port, token)
-        assert not listening(kernel), f"a kernel listens on TCP ports (not IPC): {listening(kernel)}"
+        connection = json.loads(Path(next(a for a in kernel.cmdline() if a.endswith(".json"))).read_text())
+        assert connection["transport"] == "ipc", f"the kernel's channels are on TCP ports, not IPC: {connection}"
+        # what remains is ipykernel's pipe for the output of processes it forks, always on 127.0.0.1
+        assert {ip for ip, _ in listening(kernel)} <= {"127.0.0.1"}, listening(kernel)
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         output = lab.communicate(timeout=90)[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -176,3 +177,32 @@ def test_a_busy_port_names_the_setting(tmp_path):
         result = run_script("true", env=env, timeout=60)
     assert result.returncode != 0
     assert "in use by another program" in result.stderr and "COURSE_RAY_PORT" in result.stderr
+
+
+@pytest.mark.parametrize("how", ["fails", "killed"])
+def test_the_cluster_stops_when_its_command_fails_or_is_killed(how):
+    """`make test` failing, or Ctrl-C / `kill` reaching the whole process group (Ray's processes too): the cluster the
+    script started stops all the same (a bare `return` in its EXIT trap once ended the cleanup halfway)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
+    env["COURSE_RAY_PORT"] = str(PORT + 20 + (how == "killed") * 10)
+    before = {p.pid for p in psutil.process_iter()}
+    command = ["false"] if how == "fails" else ["sleep", "600"]
+    script = subprocess.Popen(
+        [str(SCRIPT), *command],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
+    )
+    if how == "killed":
+        for line in script.stdout:
+            if "[ray-cluster] up at" in line:
+                break
+        os.killpg(script.pid, signal.SIGTERM)
+    output = script.communicate(timeout=120)[0]
+    assert script.returncode == (1 if how == "fails" else 130), output
+    assert "[ray-cluster] stopping" in output, output
+    left = alive(ray_processes_since(before))
+    assert not left, f"left running: {[' '.join(p.cmdline())[:120] for p in left]}"

@@ -17,7 +17,7 @@ CASES = {
     "b_fails": "raise ValueError('a broken cell')",
     "c_too_slow": "import time\ntime.sleep(60)",
     "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-    # the kernel's own connection: IPC, so it opens no TCP port
+    # the kernel's own connection: IPC, so its channels open no TCP port
     "e_transport": "import json, ipykernel.connect as c\nprint(json.load(open(c.get_connection_file()))['transport'])",
 }
 
