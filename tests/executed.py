@@ -62,6 +62,10 @@ EXPLAINED = {
         "Experiment has been interrupted, but the most recent state was saved"
     ),
     re.compile(r"^Resume experiment with: Tuner\.restore\(path="): "Resume experiment with: Tuner.restore",
+    # Ray Train, as a trial's trainer is stopped with its trial (the interruption above): its workers' CPUs are freed
+    re.compile(r"Detected that the Ray Train controller actor \(\w+\) is dead\. Cleaning up placement group"): (
+        "Cleaning up placement group"
+    ),
 }
 # Ray Train's worker logs its training function's failure, with the traceback, before Ray Train acts on it
 FAILURE = re.compile(r"^Error in training function:$")
