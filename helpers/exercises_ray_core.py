@@ -8,7 +8,6 @@ never raises and never hangs: the learner's code runs under a time limit, and ev
 from __future__ import annotations
 
 import ctypes
-import inspect
 import os
 import threading
 import time
@@ -24,13 +23,6 @@ STEP_S = 0.3
 TIME_LIMIT_S = 60.0  # for the learner's whole function: the tasks need 4 * STEP_S at once
 TALLY_TIME_LIMIT_S = 60.0  # for each of the tally check's waits on Ray
 ATTACH_S = 60.0  # more for the whole check: attaching to Ray (a solutions notebook has not), starting actors
-
-
-def _checked(exercise: str, run: Callable[[], str], limit_s: float) -> Verdict:
-    """``helpers.exercises._check`` with a time limit of ``limit_s`` for the whole check, where it takes one."""
-    if "limit_s" in inspect.signature(_check).parameters:
-        return _check(exercise, run, limit_s=limit_s)
-    return _check(exercise, run)
 
 
 class _TimeUp(Exception):
@@ -125,7 +117,7 @@ def check_as_they_finish(
             ray.kill(clock)
         return _judge_as_they_finish(items, returned, seen, events)
 
-    return _checked("00.1", run, limit_s + ATTACH_S)
+    return _check("00.1", run, limit_s=limit_s + ATTACH_S)
 
 
 def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: list) -> str:
@@ -292,4 +284,4 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
             "every one counted, one call at a time"
         )
 
-    return _checked("00.2", run, 3 * limit_s + ATTACH_S)
+    return _check("00.2", run, limit_s=3 * limit_s + ATTACH_S)
