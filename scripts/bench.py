@@ -37,15 +37,18 @@ import torch
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from helpers import benchmark, config
-from helpers.cifar import loaders, normalize_batch
-from helpers.cluster import configure_ray_data, init_ray
-from helpers.distributed import torch_config
-from helpers.resources import cluster_gpus, plan_resources
-from helpers.train import per_worker, run_config
-from helpers.vit import architecture_named, count_parameters
+from helpers.course import config
+from helpers.course.cluster import configure_ray_data, init_ray
+from helpers.course.distributed import torch_config
+from helpers.course.lessons import lesson_named
+from helpers.course.resources import cluster_gpus, plan_resources
+from helpers.pipeline.cifar import loaders, normalize_batch
+from helpers.pipeline.train import per_worker, run_config
+from helpers.pipeline.vit import architecture_named, count_parameters
+from helpers.tools import benchmark
 
 OUT = config.RESULTS_DIR / "bench"
+LESSON = lesson_named("04_cifar10_pytorch_to_ray")  # the lesson whose model, data and budget section it measures
 SEEDS_T4_EPOCH_S = 130.0  # the seeds' tutorial: 2 min 10 s per CIFAR-10 epoch on one T4, its 14.3 M-parameter ViT
 CIFAR10_TRAIN_IMAGES = 50_000
 FIRST_STREAMING_BATCH_TARGET_S = 2.0  # the first batch of the first streaming epoch, on the local cluster
@@ -68,19 +71,21 @@ class Settings:
 
 
 def settings_for(budget: config.Budget, plan, available_images: int, quick: bool) -> Settings:
-    """Notebook 04's knobs from the budget; ``quick`` keeps them but shrinks the work."""
-    images = min(budget.cifar_train_size or available_images, available_images)
+    """The knobs of the lesson the bench measures (:data:`LESSON`, notebook 04), from its section of the budget;
+    ``quick`` keeps them but shrinks the work."""
+    cifar = getattr(budget, LESSON.budget)
+    images = min(cifar.train_size or available_images, available_images)
     settings = Settings(
-        architecture=budget.cifar_architecture,
+        architecture=cifar.architecture,
         images=images,
-        batch_size=per_worker(budget.cifar_batch_size, plan.num_workers),
-        learning_rate=budget.cifar_learning_rate,
+        batch_size=per_worker(cifar.batch_size, plan.num_workers),
+        learning_rate=cifar.learning_rate,
         num_workers=plan.num_workers,
         use_gpu=plan.use_gpu,
         repeats=3,
         inference_images=images,
         precisions=("fp32", "bf16") if plan.use_gpu else ("fp32",),  # bf16 is 10x slower on CPUs
-        shuffle_buffer=budget.cifar_shuffle_buffer,
+        shuffle_buffer=cifar.shuffle_buffer,
     )
     if quick:  # every figure once, on few images
         settings = replace(settings, images=256, inference_images=512, repeats=1)
@@ -266,7 +271,7 @@ def markdown(report: dict) -> str:
         + ("? (no state API)" if new_workers is None else str(new_workers))
         + f" worker processes started during it ({'✓' if on_target else '✗'} target: within "
         f"{FIRST_STREAMING_BATCH_TARGET_S:g} s, none started: Train's workers and their Ray Data tasks reuse the "
-        "job's idle workers, helpers.cluster.CompactRuntimeEnv)."
+        "job's idle workers, helpers.course.cluster.CompactRuntimeEnv)."
     )
     crossover = report["inference_crossover_images"]
     lines.append(

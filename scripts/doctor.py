@@ -36,20 +36,9 @@ LOCK = ROOT / "requirements" / "lock.txt"
 PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
 TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
 CONNECT_TIMEOUT_S = 5
-# What each notebook took with the cpu budget on the reference machine (2 cores, the local 2-node cluster; a fresh
-# clone's `make run`, 2026-11-24), and what the probe below took there: an estimate scales the first by the probe's
-# ratio.
-REFERENCE_SECONDS = {
-    "00_ray_core": 60,  # the lesson's limit: not yet measured by a fresh clone's `make run`
-    "01_local_finetune": 33,
-    "02_ray_train_finetune": 53,
-    "02b_fault_tolerance": 51,
-    "03_ray_data": 73,
-    "04_cifar10_pytorch_to_ray": 83,
-    "05_data_loading_playbook": 114,
-    "06_ray_serve": 83,
-    "07_ray_tune": 180,  # the lesson's limit: not yet measured by a fresh clone's `make run`
-}
+# A lesson's `reference_seconds` (helpers.course.lessons) is what it took with the cpu budget on the reference machine
+# (2 cores, the local 2-node cluster; a fresh clone's `make run`), and this is what the probe below took there: an
+# estimate scales the first by the probe's ratio.
 REFERENCE_PROBE_S = 1.1  # seconds, the probe there (2026-11-24)
 OK, NOT_OK = "✓", "✗"
 
@@ -88,7 +77,7 @@ def address_problem(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
 
 def connect(timeout: float) -> dict[str, float]:
     """``init_ray()``; attaching to a cluster has a time limit (one that accepts the connection but never answers)."""
-    from helpers.cluster import init_ray
+    from helpers.course.cluster import init_ray
 
     logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
     if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
@@ -179,7 +168,7 @@ def torch_gpus() -> dict[str, object]:
 
 def node_report(storage: str, folder: str, name: str, local_paths: list[str]) -> dict[str, object]:
     """What a node says alone: its versions, whether it could write to the storage, which local sources it lacks."""
-    from helpers.cluster import missing_paths, write_marker
+    from helpers.course.cluster import missing_paths, write_marker
 
     return {
         "versions": versions_here(),
@@ -192,7 +181,7 @@ def probe_seconds(steps: int = 5, batch_size: int = 64) -> float:
     """Seconds for a few training steps of the small CIFAR-10 ViT on one CPU: the unit of the estimates."""
     import torch
 
-    from helpers.vit import SMALL, VisionTransformer
+    from helpers.pipeline.vit import SMALL, VisionTransformer
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -249,7 +238,7 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
             False,
             "; ".join(problems),
             "give every node the locked packages (the cluster's image: deploy/Dockerfile); the course's own code "
-            "travels with the job (helpers.cluster.job_runtime_env), nothing else is installed by hand",
+            "travels with the job (helpers.course.cluster.job_runtime_env), nothing else is installed by hand",
         )
     shipped = sum(1 for report in reports if isinstance(report, dict) and report.get("helpers") == "runtime env")
     return Check(
@@ -261,8 +250,8 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
 
 
 def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
-    from helpers.config import get_budget
-    from helpers.resources import cluster_gpus, plan_resources
+    from helpers.course.config import get_budget
+    from helpers.course.resources import cluster_gpus, plan_resources
 
     gib = 1024**3
     per_node = []
@@ -338,13 +327,13 @@ def check_storage(storage: str, nodes: list[dict], writes: list, reads: list) ->
 
 def local_sources(sources) -> list[str]:
     """The local paths among the sources that exist here: every node must see them too (Ray reads them there)."""
-    from helpers.config import is_local
+    from helpers.course.config import is_local
 
     return [u for k, u in vars(sources).items() if k != "kind" and is_local(u) and Path(u).exists()]
 
 
 def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
-    from helpers import config
+    from helpers.course import config
 
     sources = config.get_sources()
     checks = []
@@ -378,7 +367,7 @@ def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
         )
         checks.append(Check("sources", False, str(error).split(". ")[0], fix))
     if sources.kind == "real":
-        checks.append(check_hub(sources.vit))
+        checks.append(check_hub(sources.model))
     return checks
 
 
@@ -402,35 +391,19 @@ def check_hub(model_id: str) -> Check:
 
 def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Check]:
     """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time."""
-    from helpers.config import get_budget
-    from helpers.resources import cluster_gpus, plan_resources
+    from helpers.course.config import get_budget
+    from helpers.course.lessons import LESSONS
+    from helpers.course.resources import cluster_gpus, plan_resources
 
     budget = get_budget(cluster_gpus(resources))
     plan = plan_resources(resources, budget)
-    gpu = "1 GPU each" if plan.use_gpu else "CPU"
-    workers = f"{plan.num_workers} Ray Train worker(s) ({gpu})"
-    beans = f"beans {budget.beans_train_steps} steps of batch {budget.beans_batch_size}"
-    what = {
-        "00_ray_core": f"Ray Core, {budget.core_tasks} tasks at once, a {budget.core_array_mb} MB array in the object "
-        f"store, {budget.max_actors} actors in a pool (CPU only)",
-        "01_local_finetune": f"one process, {beans}",
-        "02_ray_train_finetune": f"{workers}, {beans}",
-        "02b_fault_tolerance": f"{workers}, {beans}, one worker killed on purpose",
-        "03_ray_data": f"{workers}, dogs {budget.dogs_train_steps} steps; {plan.num_actors} inference actor(s)",
-        "04_cifar10_pytorch_to_ray": f"{workers}, ViT {budget.cifar_architecture}, {budget.cifar_epochs} epochs "
-        f"of {budget.cifar_train_size or 'all'} images",
-        "05_data_loading_playbook": f"{workers}, {budget.playbook_rows} rows, XGBoost and TensorFlow",
-        "06_ray_serve": f"Ray Serve, up to {budget.serve_max_replicas} replica(s) "
-        f"({'1 GPU each' if plan.gpus_per_actor else 'CPU'}), a load test of {budget.serve_load_requests} requests",
-        "07_ray_tune": f"Ray Tune, {budget.tune_samples} trials with ASHA, then {budget.tune_train_samples} trials of "
-        f"{budget.tune_workers} Ray Train worker(s) each",
-    }
     rows = []
-    for notebook, text in what.items():
+    for lesson in LESSONS:
+        text = lesson.plan(budget, plan)
         if budget.kind == "cpu" and isinstance(probe, float):
-            minutes = REFERENCE_SECONDS[notebook] * probe / REFERENCE_PROBE_S / 60
+            minutes = lesson.reference_seconds * probe / REFERENCE_PROBE_S / 60
             text += f"; about {max(1, round(minutes))} min"
-        rows.append(Check(notebook.split("_")[0], True, text))
+        rows.append(Check(lesson.number, True, text))
     if budget.kind != "cpu":
         rows.append(Check("estimate", True, "none for the gpu budget yet: time one `make run` on this cluster"))
     elif isinstance(probe, Exception):
@@ -448,8 +421,8 @@ def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Che
 
 
 def run_checks() -> list[Check]:
-    from helpers import config
-    from helpers.cluster import on_node, unread_markers
+    from helpers.course import config
+    from helpers.course.cluster import on_node, unread_markers
 
     resources = connect(TASK_TIMEOUT_S)
     nodes = alive_nodes()

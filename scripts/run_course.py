@@ -25,7 +25,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets import default
 
-from helpers import config, results
+from helpers.course import config, results
+from helpers.course.lessons import LESSONS
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 EXECUTED = config.RESULTS_DIR / "executed"
@@ -143,11 +144,11 @@ def table(outcomes: list[Outcome], recorded: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: the course's)")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: every lesson's, in order)")
     parser.add_argument("--executed", type=Path, default=EXECUTED, help="where the executed copies go")
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT, help="seconds one cell may run")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
+    paths = args.notebooks or [NOTEBOOKS / f"{lesson.notebook}.ipynb" for lesson in LESSONS]
 
     outcomes, recorded = [], {}
     interrupted = False

@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/ is not a package)
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+from helpers.course.lessons import LESSONS  # noqa: E402
+
+NOTEBOOKS = [ROOT / "notebooks" / f"{lesson.notebook}.ipynb" for lesson in LESSONS]  # tests/test_lessons.py: all
 # Run by tests/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here
-SERVE = "06_ray_serve"  # run by tests/test_serve.py, which checks its service from outside while it runs
-IN_THE_BROWSER = [path.stem for path in NOTEBOOKS if path.stem != SERVE]
+IN_THE_BROWSER = [lesson.notebook for lesson in LESSONS if lesson.runs_in_browser]
+# run by tests/test_serve.py, which checks its service from outside while it runs
+(SERVE,) = (lesson.notebook for lesson in LESSONS if not lesson.runs_in_browser)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
     import playwright.sync_api  # noqa: F401

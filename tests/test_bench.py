@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import benchmark
-from helpers.loops import train_epoch
-from helpers.vit import VisionTransformer, architecture_named
+from helpers.pipeline.loops import train_epoch
+from helpers.pipeline.vit import VisionTransformer, architecture_named
+from helpers.tools import benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 

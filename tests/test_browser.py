@@ -4,7 +4,7 @@ Playwright drives headless Chromium (Debian's `chromium`) against `make lab`, se
 (results/browser/notebooks, so that saving never touches notebooks/). For each notebook (executed.IN_THE_BROWSER,
 in order): open it, Run > Run All Cells, wait until the kernel is idle, save. The earlier kernels stay alive, as they
 do for a learner. Then, from the saved file: every code cell ran, no output is an error or a traceback, nothing on
-stderr that the notebook does not explain (executed.stderr_problems), and the floor line (helpers.results.record's
+stderr that the notebook does not explain (executed.stderr_problems), and the floor line (results.record's
 "≥ floor ✓") is there; reopened, no widget fails to display. The saved copies are also checked as
 tests/test_notebooks.py checks an executed copy (a headline above its floor, output a reader can follow), which then
 leaves these notebooks to this test (notebook 06 runs in tests/test_serve.py, which drives Chromium too). The kernels
@@ -29,7 +29,7 @@ import pytest
 from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems, run_course
 from ports import SocketWatch, free_port
 
-from helpers import results
+from helpers.course import results
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "browser"

@@ -1,10 +1,10 @@
 import os
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
 
-from helpers import config
+from helpers.course import config
 
 
 def test_standin_is_the_default(monkeypatch):
@@ -17,7 +17,7 @@ def test_env_switches_to_real(monkeypatch):
     sources = config.get_sources()
     assert sources.kind == "real"
     assert sources.beans == "beans"
-    assert sources.vit == "google/vit-base-patch16-224-in21k"
+    assert sources.model == "google/vit-base-patch16-224-in21k"
     assert sources.imagenette.startswith("s3://")
     assert sources.cifar10.startswith("s3://")
 
@@ -35,7 +35,7 @@ def test_standin_sources_are_local_and_real_ones_remote(tmp_path):
             continue
         assert config.is_local(getattr(standin, field.name)), field.name
         assert Path(getattr(standin, field.name)).is_relative_to(tmp_path)
-    assert not config.is_local(real.beans) and not config.is_local(real.vit)
+    assert not config.is_local(real.beans) and not config.is_local(real.model)
     assert not config.is_local(real.imagenette) and not config.is_local(real.cifar10)
 
 
@@ -49,9 +49,9 @@ def test_sources_and_budget_are_chosen_independently(monkeypatch, sources_kind, 
     for gpus in (0, 4):  # the setting wins over the hardware
         budget = config.get_budget(gpus)
         assert (sources.kind, budget.kind) == (sources_kind, budget_kind)
-    text = config.describe(sources, budget, "a plan", lesson="cifar")
+    text = config.describe(sources, budget, "a plan", lesson="04_cifar10_pytorch_to_ray")
     assert f"sources: {sources_kind}" in text and f"budget: {budget_kind}" in text and "plan: a plan" in text
-    assert f"cifar_architecture={budget.cifar_architecture}" in text and "beans_train_steps" not in text
+    assert f"cifar.architecture={budget.cifar.architecture}" in text and "beans.train_steps" not in text
 
 
 def test_the_budget_follows_the_hardware_when_unset(monkeypatch):
@@ -68,20 +68,25 @@ def test_an_unknown_budget_names_the_choices(monkeypatch):
 
 def test_the_cpu_budget_is_small_and_the_gpu_budget_is_the_real_thing():
     cpu, gpu = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
-    assert cpu.cifar_architecture == "small" and cpu.cifar_train_size and cpu.cifar_batch_size <= 64
-    assert gpu.cifar_architecture == "full" and gpu.cifar_train_size is None and gpu.cifar_batch_size == 512
+    assert cpu.cifar.architecture == "small" and cpu.cifar.train_size and cpu.cifar.batch_size <= 64
+    assert gpu.cifar.architecture == "full" and gpu.cifar.train_size is None and gpu.cifar.batch_size == 512
     assert gpu.max_workers > cpu.max_workers
     for budget in (cpu, gpu):
-        for field in fields(config.Budget):
-            value = getattr(budget, field.name)
-            assert value is None or isinstance(value, str) or value > 0, f"{budget.kind}.{field.name} = {value}"
-        assert budget.beans_train_steps % budget.beans_eval_steps == 0, "the last step is an evaluation"
+        knobs = budget.shared() | {
+            f"{s}.{k}": v for s in config.SECTIONS for k, v in asdict(getattr(budget, s)).items()
+        }
+        for name, value in knobs.items():
+            assert value is None or isinstance(value, str) or value > 0, f"{budget.kind}: {name} = {value}"
+        assert budget.beans.train_steps % budget.beans.eval_steps == 0, "the last step is an evaluation"
 
 
 def test_describe_without_a_lesson_shows_every_source_and_knob():
     text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
     assert "sources: standin" in text and config.STANDIN_VIT in text
-    assert all(f"{field.name}=" in text for field in fields(config.Budget) if field.name != "kind")
+    budget = config.get_budget(kind="cpu")
+    assert all(f" {name}=" in text or f"  {name}=" in text for name in budget.shared())
+    for section in config.SECTIONS:
+        assert all(f"{section}.{field.name}=" in text for field in fields(getattr(budget, section)))
 
 
 def test_missing_local_folder_names_the_build_command(tmp_path):

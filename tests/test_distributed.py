@@ -17,10 +17,10 @@ import torch.distributed as dist
 from ray.train import ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
-from helpers.cluster import init_ray
-from helpers.distributed import LoopbackTorchConfig, loopback_interface, torch_config
-from helpers.loops import report_epoch
-from helpers.train import run_config
+from helpers.course.cluster import init_ray
+from helpers.course.distributed import LoopbackTorchConfig, loopback_interface, torch_config
+from helpers.pipeline.loops import report_epoch
+from helpers.pipeline.train import run_config
 
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
@@ -61,7 +61,7 @@ def test_rays_default_rendezvous_listens_on_every_interface():
     """The reason for LoopbackTorchConfig. If this fails, torch or Ray now bind the store to its host."""
     result = fit(TorchConfig(), "test-default-rendezvous")
     assert result.metrics["wide"] != "-", (
-        "Ray Train's default rendezvous no longer listens beyond 127.0.0.1: helpers.distributed may be unneeded"
+        "Ray Train's default rendezvous no longer listens beyond 127.0.0.1: helpers.course.distributed may be unneeded"
     )
 
 
@@ -76,7 +76,7 @@ def test_the_loopback_config_is_for_this_machine(monkeypatch: pytest.MonkeyPatch
 def test_xgboost_and_tensorflow_train_alone_on_this_machine(monkeypatch: pytest.MonkeyPatch):
     from ray.train.xgboost import XGBoostConfig
 
-    from helpers.distributed import NoCollectiveBackend, collective_workers, tensorflow_config, xgboost_config
+    from helpers.course.distributed import NoCollectiveBackend, collective_workers, tensorflow_config, xgboost_config
 
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
     assert collective_workers(4) == 1, "one worker: XGBoost's and TensorFlow's peer sockets would listen everywhere"

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from ports import free_port
 
+from helpers.course.lessons import LESSONS
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -72,7 +74,7 @@ def test_an_address_where_nothing_listens_is_said_within_seconds() -> None:
 
 def test_every_notebook_gets_a_plan_row_with_an_estimate() -> None:
     rows = doctor.plan_rows({"CPU": 8}, doctor.REFERENCE_PROBE_S)
-    assert [r.name for r in rows] == [n.split("_")[0] for n in doctor.REFERENCE_SECONDS] + ["estimate"]
+    assert [r.name for r in rows] == [lesson.number for lesson in LESSONS] + ["estimate"]
     assert all(r.ok and "about" in r.found for r in rows[:-1])
     assert "scaled by 1.0" in rows[-1].found
     assert "1 GPU each" in next(r for r in doctor.plan_rows({"CPU": 8, "GPU": 2}, 1.0) if r.name == "02").found

@@ -10,50 +10,62 @@ import pytest
 import torch
 from ray.train import DataConfig, FailureConfig, ScalingConfig
 
-from helpers import exercises
-from helpers.models import standin_processor
+from helpers.exercises import (
+    checking,
+    cifar10_pytorch_to_ray,
+    data_loading_playbook,
+    fault_tolerance,
+    local_finetune,
+    ray_data,
+    ray_serve,
+    ray_train_finetune,
+    train_runs,
+)
+from helpers.pipeline.models import standin_processor
 
 
 @pytest.fixture(autouse=True)
 def results_here(tmp_path, monkeypatch):
-    monkeypatch.setattr(exercises, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(checking, "RESULTS_DIR", tmp_path)
 
 
 def todo(*args, **kwargs):
     raise NotImplementedError
 
 
-def expect(verdict: exercises.Verdict, state: str, *phrases: str) -> None:
+def expect(verdict: checking.Verdict, state: str, *phrases: str) -> None:
     assert verdict.state == state, verdict
     for phrase in phrases:
         assert phrase in verdict.message, verdict
 
 
 def test_an_untouched_exercise_is_not_done_yet_and_is_recorded(capsys, tmp_path):
-    verdict = exercises.check_freeze_backbone(todo)
-    expect(verdict, exercises.NOT_DONE, "replace `raise NotImplementedError`")
+    verdict = local_finetune.check_freeze_backbone(todo)
+    expect(verdict, checking.NOT_DONE, "replace `raise NotImplementedError`")
     assert "… exercise 01.1: replace" in capsys.readouterr().out
-    assert exercises.read("01", tmp_path)["01.1"]["state"] == exercises.NOT_DONE
+    assert checking.read("01", tmp_path)["01.1"]["state"] == checking.NOT_DONE
 
 
 def test_code_that_raises_is_a_finding_not_a_crash():
-    expect(exercises.check_best_evaluation(lambda history: history["nope"]), exercises.WRONG, "it raised KeyError")
+    expect(
+        ray_train_finetune.check_best_evaluation(lambda history: history["nope"]), checking.WRONG, "it raised KeyError"
+    )
 
 
 def test_an_answer_of_a_shape_the_check_did_not_expect_is_a_verdict():
     """02.2 with a function that returns only the ScalingConfig: the check unpacks a pair (a TypeError before)."""
     only_the_config = lambda workers, batch, resources: ScalingConfig(num_workers=workers)  # noqa: E731
-    expect(exercises.check_scaling(only_the_config), exercises.WRONG, "return a pair", "ScalingConfig")
+    expect(ray_train_finetune.check_scaling(only_the_config), checking.WRONG, "return a pair", "ScalingConfig")
 
     def surprise():  # a check body that fails in a way no assertion foresaw
         raise TypeError("cannot unpack non-iterable int object")
 
-    expect(exercises._check("02.2", surprise), exercises.WRONG, "could not use what your code gave it", "TypeError")
+    expect(checking._check("02.2", surprise), checking.WRONG, "could not use what your code gave it", "TypeError")
 
     def exits():  # learner code that calls sys.exit(): a verdict, and the notebook's kernel goes on
         raise SystemExit(1)
 
-    expect(exercises._check("02.2", exits), exercises.WRONG, "SystemExit")
+    expect(checking._check("02.2", exits), checking.WRONG, "SystemExit")
 
 
 def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
@@ -62,9 +74,9 @@ def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
 
     release = threading.Event()
     started = time.monotonic()
-    verdict = exercises._check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
+    verdict = checking._check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
     release.set()
-    expect(verdict, exercises.WRONG, "no verdict within the check's time limit of 0 s", "Look at `x`")
+    expect(verdict, checking.WRONG, "no verdict within the check's time limit of 0 s", "Look at `x`")
     assert time.monotonic() - started < 5
 
 
@@ -77,14 +89,16 @@ def test_freeze_backbone():
         for p in model.vit.embeddings.parameters():
             p.requires_grad = False
 
-    expect(exercises.check_freeze_backbone(freeze_everything), exercises.WRONG, "no parameter trains any more")
-    expect(exercises.check_freeze_backbone(freeze_the_embeddings_only), exercises.WRONG, "backbone parameters still")
+    expect(local_finetune.check_freeze_backbone(freeze_everything), checking.WRONG, "no parameter trains any more")
+    expect(
+        local_finetune.check_freeze_backbone(freeze_the_embeddings_only), checking.WRONG, "backbone parameters still"
+    )
 
     def right(model):
         for p in model.vit.parameters():
             p.requires_grad = False
 
-    expect(exercises.check_freeze_backbone(right), exercises.DONE, "only the head trains")
+    expect(local_finetune.check_freeze_backbone(right), checking.DONE, "only the head trains")
 
 
 def test_model_inputs():
@@ -94,45 +108,49 @@ def test_model_inputs():
         return {"pixel_values": torch.stack([torch.zeros(3, 80, 80) for _ in images])}
 
     expect(
-        exercises.check_model_inputs(unresized, processor),
-        exercises.WRONG,
+        local_finetune.check_model_inputs(unresized, processor),
+        checking.WRONG,
         "shape (4, 3, 80, 80)",
         "expects (4, 3, 64, 64)",
         "processor",
     )
-    expect(exercises.check_model_inputs(lambda i, p: p(i), processor), exercises.WRONG, "return_tensors")
+    expect(local_finetune.check_model_inputs(lambda i, p: p(i), processor), checking.WRONG, "return_tensors")
     not_normalised = lambda i, p: p(i, return_tensors="pt", do_normalize=False)  # noqa: E731
-    expect(exercises.check_model_inputs(not_normalised, processor), exercises.WRONG, "not normalised", "do_normalize")
+    expect(
+        local_finetune.check_model_inputs(not_normalised, processor), checking.WRONG, "not normalised", "do_normalize"
+    )
 
     def own_normalisation(images, processor):  # right shape and range, but not the processor's mean and std
         pixels = processor(images, return_tensors="pt", do_normalize=False)["pixel_values"]
         return {"pixel_values": pixels * 2 - 1.2}
 
-    expect(exercises.check_model_inputs(own_normalisation, processor), exercises.WRONG, "call the processor itself")
-    expect(exercises.check_model_inputs(lambda i, p: p(i, return_tensors="pt"), processor), exercises.DONE)
+    expect(local_finetune.check_model_inputs(own_normalisation, processor), checking.WRONG, "call the processor itself")
+    expect(local_finetune.check_model_inputs(lambda i, p: p(i, return_tensors="pt"), processor), checking.DONE)
 
 
 def test_best_evaluation():
     expect(
-        exercises.check_best_evaluation(lambda h: (int(h["step"].iloc[-1]), float(h["eval_accuracy"].iloc[-1]))),
-        exercises.WRONG,
+        ray_train_finetune.check_best_evaluation(
+            lambda h: (int(h["step"].iloc[-1]), float(h["eval_accuracy"].iloc[-1]))
+        ),
+        checking.WRONG,
         "you returned the last evaluation",
     )
     expect(
-        exercises.check_best_evaluation(lambda h: (int(h["step"].iloc[h["eval_loss"].idxmin() + 1]), 0.89)),
-        exercises.WRONG,
+        ray_train_finetune.check_best_evaluation(lambda h: (int(h["step"].iloc[h["eval_loss"].idxmin() + 1]), 0.89)),
+        checking.WRONG,
         "not the row with the highest `eval_accuracy`",
     )
     lowest_loss = lambda h: (
         int(h.loc[h["eval_loss"].idxmin(), "step"]),
         float(h.loc[h["eval_loss"].idxmin(), "eval_accuracy"]),
     )  # noqa: E731,E501
-    expect(exercises.check_best_evaluation(lowest_loss), exercises.WRONG, "lowest `eval_loss`", "highest")
+    expect(ray_train_finetune.check_best_evaluation(lowest_loss), checking.WRONG, "lowest `eval_loss`", "highest")
     by_position = lambda h: (int(h["step"].iloc[h["eval_accuracy"].idxmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
-    expect(exercises.check_best_evaluation(by_position), exercises.WRONG, "`.loc`, not `.iloc`")
-    expect(exercises.check_best_evaluation(lambda h: 200), exercises.WRONG, "return a pair")
+    expect(ray_train_finetune.check_best_evaluation(by_position), checking.WRONG, "`.loc`, not `.iloc`")
+    expect(ray_train_finetune.check_best_evaluation(lambda h: 200), checking.WRONG, "return a pair")
     best = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]), float(h["eval_accuracy"].max()))  # noqa: E731
-    expect(exercises.check_best_evaluation(best), exercises.DONE)
+    expect(ray_train_finetune.check_best_evaluation(best), checking.DONE)
 
 
 def test_scaling():
@@ -142,38 +160,38 @@ def test_scaling():
     def always_gpu(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers, use_gpu=True), global_batch // workers
 
-    expect(exercises.check_scaling(same_batch_everywhere), exercises.WRONG, "divided by the number of workers")
-    expect(exercises.check_scaling(always_gpu), exercises.WRONG, "never ask Ray for one it lacks")
+    expect(ray_train_finetune.check_scaling(same_batch_everywhere), checking.WRONG, "divided by the number of workers")
+    expect(ray_train_finetune.check_scaling(always_gpu), checking.WRONG, "never ask Ray for one it lacks")
 
     def gpu_key_present(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers, use_gpu="GPU" in resources), global_batch // workers
 
-    expect(exercises.check_scaling(gpu_key_present), exercises.WRONG, "GPU: 0.0", "no GPU")
+    expect(ray_train_finetune.check_scaling(gpu_key_present), checking.WRONG, "GPU: 0.0", "no GPU")
 
     def true_division(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers), global_batch / workers
 
-    expect(exercises.check_scaling(true_division), exercises.WRONG, "whole number")
+    expect(ray_train_finetune.check_scaling(true_division), checking.WRONG, "whole number")
 
     def the_lessons_numbers(workers, global_batch, resources):
         return ScalingConfig(num_workers=4, use_gpu=resources.get("GPU", 0) >= 4), global_batch // 4
 
-    expect(exercises.check_scaling(the_lessons_numbers), exercises.WRONG, "use the arguments")
+    expect(ray_train_finetune.check_scaling(the_lessons_numbers), checking.WRONG, "use the arguments")
 
     def right(workers, global_batch, resources):
         return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
 
-    expect(exercises.check_scaling(right), exercises.DONE)
+    expect(ray_train_finetune.check_scaling(right), checking.DONE)
 
 
 def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
     def counter(loop_config):  # never run: the FailureConfig is refused first
         pass
 
-    expect(exercises.check_resume(counter, None), exercises.WRONG, "make it a `FailureConfig`")
-    expect(exercises.check_resume(counter, FailureConfig(max_failures=0)), exercises.WRONG, "exactly one restart")
-    expect(exercises.check_resume(counter, FailureConfig(max_failures=-1)), exercises.WRONG, "would never stop")
-    expect(exercises.check_resume(todo, FailureConfig(max_failures=1)), exercises.NOT_DONE)
+    expect(fault_tolerance.check_resume(counter, None), checking.WRONG, "make it a `FailureConfig`")
+    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=0)), checking.WRONG, "exactly one restart")
+    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=-1)), checking.WRONG, "would never stop")
+    expect(fault_tolerance.check_resume(todo, FailureConfig(max_failures=1)), checking.NOT_DONE)
 
 
 @pytest.mark.cluster
@@ -185,7 +203,7 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     import ray
     import ray.train
 
-    from helpers.cluster import init_ray
+    from helpers.course.cluster import init_ray
 
     init_ray()
 
@@ -203,11 +221,11 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
 
     one_restart = FailureConfig(max_failures=1)
     from_scratch = lambda c: count(c, resume=False)  # noqa: E731
-    expect(exercises.check_resume(from_scratch, one_restart), exercises.WRONG, "counted from 1 again")
+    expect(fault_tolerance.check_resume(from_scratch, one_restart), checking.WRONG, "counted from 1 again")
     no_checkpoint = lambda c: count(c, with_checkpoint=False)  # noqa: E731
-    expect(exercises.check_resume(no_checkpoint, one_restart), exercises.WRONG, "no checkpoint was reported")
+    expect(fault_tolerance.check_resume(no_checkpoint, one_restart), checking.WRONG, "no checkpoint was reported")
     ten_steps = lambda c: count(c, steps=10)  # noqa: E731
-    expect(exercises.check_resume(ten_steps, one_restart), exercises.WRONG, "count to the number the loop config")
+    expect(fault_tolerance.check_resume(ten_steps, one_restart), checking.WRONG, "count to the number the loop config")
 
     def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
         for step in range(1, loop_config["steps"] + 1):
@@ -215,15 +233,15 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
                 Path(folder, "step.txt").write_text(str(step))
                 ray.train.report({"n": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
-    expect(exercises.check_resume(other_key, one_restart), exercises.WRONG, "no `step`", "['n']")
+    expect(fault_tolerance.check_resume(other_key, one_restart), checking.WRONG, "no `step`", "['n']")
 
     def rank_zero_reports(loop_config):  # "only rank 0 reports": the other worker never reaches the barrier
         if ray.train.get_context().get_world_rank() == 0:
             count(loop_config)
 
     expect(
-        exercises.check_resume(rank_zero_reports, one_restart),
-        exercises.WRONG,
+        fault_tolerance.check_resume(rank_zero_reports, one_restart),
+        checking.WRONG,
         "would have waited forever",
         "Every worker calls `ray.train.report`",
     )
@@ -248,10 +266,10 @@ def test_mirror_half():
         batch["image"] = [image[:, ::-1] if i % 2 else image for i, image in enumerate(batch["image"])]
         return batch
 
-    expect(exercises.check_mirror_half(upside_down), exercises.WRONG, "upside down", "width axis")
-    expect(exercises.check_mirror_half(all_of_them), exercises.WRONG, "100% of the images")
-    expect(exercises.check_mirror_half(half), exercises.WRONG, "different sizes", "each image by itself")
-    expect(exercises.check_mirror_half(every_other_one), exercises.DONE, "50% of 64 images")
+    expect(ray_data.check_mirror_half(upside_down), checking.WRONG, "upside down", "width axis")
+    expect(ray_data.check_mirror_half(all_of_them), checking.WRONG, "100% of the images")
+    expect(ray_data.check_mirror_half(half), checking.WRONG, "different sizes", "each image by itself")
+    expect(ray_data.check_mirror_half(every_other_one), checking.DONE, "50% of 64 images")
 
 
 @pytest.mark.cluster
@@ -266,8 +284,8 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     import torch
     from transformers import ViTForImageClassification, ViTImageProcessorPil
 
-    from helpers.cluster import init_ray
-    from helpers.features import pixel_values
+    from helpers.course.cluster import init_ray
+    from helpers.pipeline.features import pixel_values
 
     init_ray()
 
@@ -331,17 +349,17 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     handler.emit = logged.append
     logging.getLogger("ray.data").addHandler(handler)
     try:  # the check names the learner's error in one line; Ray Data does not log its tracebacks on stderr first
-        expect(exercises.check_confident_classifier(ForgetsToReturn), exercises.WRONG, "NoneType")
+        expect(ray_data.check_confident_classifier(ForgetsToReturn), checking.WRONG, "NoneType")
     finally:
         logging.getLogger("ray.data").removeHandler(handler)
     assert not [record.getMessage()[:200] for record in logged if record.levelno >= logging.ERROR]
-    expect(exercises.check_confident_classifier(RawLogits), exercises.WRONG, "softmax")
-    expect(exercises.check_confident_classifier(FirstClass), exercises.WRONG, "of the *predicted* class")
-    expect(exercises.check_confident_classifier(OnlyItsColumns), exercises.WRONG, "return it whole")
-    expect(exercises.check_confident_classifier(a_function), exercises.WRONG, "is not a class")
-    expect(exercises.check_confident_classifier(LoadsEveryBatch), exercises.WRONG, "once for every batch", "__init__")
-    expect(exercises.check_confident_classifier(OneImageAtATime), exercises.WRONG, "3 forward passes", "whole batch")
-    expect(exercises.check_confident_classifier(Classifier), exercises.DONE, "never seen")
+    expect(ray_data.check_confident_classifier(RawLogits), checking.WRONG, "softmax")
+    expect(ray_data.check_confident_classifier(FirstClass), checking.WRONG, "of the *predicted* class")
+    expect(ray_data.check_confident_classifier(OnlyItsColumns), checking.WRONG, "return it whole")
+    expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class")
+    expect(ray_data.check_confident_classifier(LoadsEveryBatch), checking.WRONG, "once for every batch", "__init__")
+    expect(ray_data.check_confident_classifier(OneImageAtATime), checking.WRONG, "3 forward passes", "whole batch")
+    expect(ray_data.check_confident_classifier(Classifier), checking.DONE, "never seen")
     ray.shutdown()
 
 
@@ -350,29 +368,31 @@ def test_the_ray_data_checks():
     """05.1 runs Ray Data: on the test cluster, or a local Ray."""
     import ray
 
-    from helpers.cluster import configure_ray_data, init_ray
+    from helpers.course.cluster import configure_ray_data, init_ray
 
     init_ray()
     configure_ray_data()
     in_order = lambda ds, epoch: ds.to_pandas()["id"].to_numpy()  # noqa: E731
     same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
-    expect(exercises.check_epoch_order(in_order), exercises.WRONG, "nothing was shuffled")
-    expect(exercises.check_epoch_order(same_seed), exercises.WRONG, "epochs 0 and 1 give the same order")
+    expect(data_loading_playbook.check_epoch_order(in_order), checking.WRONG, "nothing was shuffled")
+    expect(data_loading_playbook.check_epoch_order(same_seed), checking.WRONG, "epochs 0 and 1 give the same order")
     no_seed = lambda ds, epoch: ds.random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
-    expect(exercises.check_epoch_order(no_seed), exercises.WRONG, "every random step needs a seed")
+    expect(data_loading_playbook.check_epoch_order(no_seed), checking.WRONG, "every random step needs a seed")
     batches = lambda ds, epoch: [b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=300)]  # noqa: E731
-    expect(exercises.check_epoch_order(batches), exercises.WRONG, "parts (batches?)", "np.concatenate")
+    expect(data_loading_playbook.check_epoch_order(batches), checking.WRONG, "parts (batches?)", "np.concatenate")
 
     def numpy_permutation(ds, epoch):  # repeatable and new every epoch, but shuffled on the driver
         ids = np.sort(ds.to_pandas()["id"].to_numpy())
         return ids[np.random.default_rng(epoch).permutation(len(ids))]
 
-    expect(exercises.check_epoch_order(numpy_permutation), exercises.WRONG, "not by Ray Data", "random_shuffle")
+    expect(
+        data_loading_playbook.check_epoch_order(numpy_permutation), checking.WRONG, "not by Ray Data", "random_shuffle"
+    )
 
     def right(ds, epoch):
         return np.concatenate([b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=None)])
 
-    expect(exercises.check_epoch_order(right), exercises.DONE, "shuffled by Ray Data")
+    expect(data_loading_playbook.check_epoch_order(right), checking.DONE, "shuffled by Ray Data")
 
     ray.shutdown()
 
@@ -404,14 +424,14 @@ def test_normalize_batch():
     def right(batch):
         return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2), "label": batch["label"]}
 
-    check = exercises.check_normalize_batch
-    expect(check(channels_last), exercises.WRONG, "channels go first")
-    expect(check(cifar_shape_written_in), exercises.WRONG, "it raised ValueError")
-    expect(check(unscaled), exercises.WRONG, "from -1 to 1", "divide by 255")
-    expect(check(float64), exercises.WRONG, "float64 images", "float32")
-    expect(check(batch_statistics), exercises.WRONG, "the batch's own statistics")
-    expect(check(images_only), exercises.WRONG, "both columns")
-    expect(check(right), exercises.DONE, "images of another size")
+    check = cifar10_pytorch_to_ray.check_normalize_batch
+    expect(check(channels_last), checking.WRONG, "channels go first")
+    expect(check(cifar_shape_written_in), checking.WRONG, "it raised ValueError")
+    expect(check(unscaled), checking.WRONG, "from -1 to 1", "divide by 255")
+    expect(check(float64), checking.WRONG, "float64 images", "float32")
+    expect(check(batch_statistics), checking.WRONG, "the batch's own statistics")
+    expect(check(images_only), checking.WRONG, "both columns")
+    expect(check(right), checking.DONE, "images of another size")
 
 
 def test_an_untouched_ray_train_exercise_starts_nothing():
@@ -420,14 +440,14 @@ def test_an_untouched_ray_train_exercise_starts_nothing():
     def train_from_shard(loop_config):
         raise NotImplementedError  # your code
 
-    expect(exercises.check_train_from_shard(train_from_shard), exercises.NOT_DONE)
+    expect(cifar10_pytorch_to_ray.check_train_from_shard(train_from_shard), checking.NOT_DONE)
     assert not ray.is_initialized(), "the check started Ray for an exercise not yet begun"
 
 
 def trained_weights(steps: int = 150) -> dict:
     """The check's model trained well on its problem, in this process (what a right answer's checkpoint holds)."""
-    model = exercises.hidden_model()
-    images, labels = exercises.hidden_problem(512, seed=1)
+    model = cifar10_pytorch_to_ray.hidden_model()
+    images, labels = cifar10_pytorch_to_ray.hidden_problem(512, seed=1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
     for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(images)), torch.from_numpy(labels))
@@ -442,7 +462,7 @@ def finished_run(tmp_path, weights=None, losses=(0.6, 0.4, 0.3), file_name=None)
     import pandas as pd
     from ray.train import Checkpoint
 
-    from helpers.loops import WEIGHTS_FILE
+    from helpers.pipeline.loops import WEIGHTS_FILE
 
     checkpoint = None
     if weights is not None:
@@ -454,13 +474,15 @@ def finished_run(tmp_path, weights=None, losses=(0.6, 0.4, 0.3), file_name=None)
     return SimpleNamespace(checkpoint=checkpoint, metrics=reports.iloc[-1].to_dict(), metrics_dataframe=reports)
 
 
-def judged(result, models=(1, 1), spread=0.0, calls=None) -> exercises.Verdict:
+def judged(result, models=(1, 1), spread=0.0, calls=None) -> checking.Verdict:
     import pandas as pd
 
-    from helpers.loops import WEIGHTS_FILE
+    from helpers.pipeline.loops import WEIGHTS_FILE
 
     workers = pd.DataFrame({"rank": range(len(models)), "models": list(models), "spread": spread})
-    return exercises._check("04.2", lambda: exercises._judge_train_run(result, workers, 3, WEIGHTS_FILE, 2, calls))
+    return checking._check(
+        "04.2", lambda: cifar10_pytorch_to_ray._judge_train_run(result, workers, 3, WEIGHTS_FILE, 2, calls)
+    )
 
 
 def report_calls(rank1_checkpoints=False, reported="mean"):
@@ -482,53 +504,53 @@ def test_the_ray_train_exercise_rejects_runs_that_went_wrong(tmp_path):
     for name in ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j"):
         (tmp_path / name).mkdir()
     # a model of the learner's own instead of loop_config["make_model"]()
-    expect(judged(run("a", weights=good), models=(0, 0)), exercises.WRONG, "make_model")
+    expect(judged(run("a", weights=good), models=(0, 0)), checking.WRONG, "make_model")
     # ray.train.report(metrics) without a checkpoint
-    expect(judged(run("b")), exercises.WRONG, "no checkpoint reached Ray Train", "Checkpoint.from_directory")
+    expect(judged(run("b")), checking.WRONG, "no checkpoint reached Ray Train", "Checkpoint.from_directory")
     # one report after the last epoch, or a number of epochs written in by hand
-    expect(judged(run("c", weights=good, losses=[0.3])), exercises.WRONG, "1 report(s)", "once per epoch")
+    expect(judged(run("c", weights=good, losses=[0.3])), checking.WRONG, "1 report(s)", "once per epoch")
     # metrics without the loss
-    expect(judged(run("d", weights=good, losses=None)), exercises.WRONG, "as `loss`")
+    expect(judged(run("d", weights=good, losses=None)), checking.WRONG, "as `loss`")
     # a loss written in by hand
-    expect(judged(run("e", weights=good, losses=[0.0, 0.0, 0.0])), exercises.WRONG, "the same loss")
+    expect(judged(run("e", weights=good, losses=[0.0, 0.0, 0.0])), checking.WRONG, "the same loss")
     # the weights saved under another name
-    expect(judged(run("f", weights=good, file_name="weights.pt")), exercises.WRONG, "no `model.pt`")
+    expect(judged(run("f", weights=good, file_name="weights.pt")), checking.WRONG, "no `model.pt`")
     # the DDP wrapper's state dict
     wrapped = {f"module.{name}": value for name, value in good.items()}
-    expect(judged(run("g", weights=wrapped)), exercises.WRONG, "module.", "model.module.state_dict()")
+    expect(judged(run("g", weights=wrapped)), checking.WRONG, "module.", "model.module.state_dict()")
     # no prepare_model: each worker trained its own copy
-    expect(judged(run("h", weights=good), spread=0.3), exercises.WRONG, "different weights", "prepare_model")
+    expect(judged(run("h", weights=good), spread=0.3), checking.WRONG, "different weights", "prepare_model")
     # a checkpoint of a model that did not learn (no optimizer.step(), or saved before training)
-    untrained = exercises.hidden_model().state_dict()
-    expect(judged(run("i", weights=untrained)), exercises.WRONG, "of new examples", "optimizer.step()")
-    expect(judged(run("j", weights=good)), exercises.DONE, "3 reports with a checkpoint")
+    untrained = cifar10_pytorch_to_ray.hidden_model().state_dict()
+    expect(judged(run("i", weights=untrained)), checking.WRONG, "of new examples", "optimizer.step()")
+    expect(judged(run("j", weights=good)), checking.DONE, "3 reports with a checkpoint")
     for name in ("k", "l", "m"):
         (tmp_path / name).mkdir()
     losses = [0.61, 0.41, 0.31]
     # every rank attaching a checkpoint
     every_rank = report_calls(rank1_checkpoints=True)
-    expect(judged(run("k", weights=good, losses=losses), calls=every_rank), exercises.WRONG, "workers [0, 1]", "rank 0")
+    expect(judged(run("k", weights=good, losses=losses), calls=every_rank), checking.WRONG, "workers [0, 1]", "rank 0")
     # the last batch's loss reported as the epoch's
     last_batch = report_calls(reported="last")
-    expect(judged(run("l", weights=good, losses=losses), calls=last_batch), exercises.WRONG, "last batch's")
-    expect(judged(run("m", weights=good, losses=losses), calls=report_calls()), exercises.DONE)
+    expect(judged(run("l", weights=good, losses=losses), calls=last_batch), checking.WRONG, "last batch's")
+    expect(judged(run("m", weights=good, losses=losses), calls=report_calls()), checking.DONE)
 
 
 def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found():
     """04.2 and 02b.1: Ray Train V2's report is a barrier; rank 0 reporting alone would wait forever (see the
     cluster test below for the whole run)."""
-    reports = exercises._Reports()
+    reports = train_runs._Reports()
     assert reports.begin("1/0") and reports.begin("1/1")
     reports.called("1/0", {"checkpoint": True})
     assert reports.waits_in_vain("1/0", 1, waited_s=5) is None  # worker 1 may still come
-    assert reports.waits_in_vain("1/0", 1, waited_s=exercises.BARRIER_WAIT_S + 1) == "1/1"  # it has not, for long
-    reports = exercises._Reports()
+    assert reports.waits_in_vain("1/0", 1, waited_s=train_runs.BARRIER_WAIT_S + 1) == "1/1"  # it has not, for long
+    reports = train_runs._Reports()
     reports.begin("1/0"), reports.begin("1/1")
     reports.called("1/0", {"checkpoint": True})
     reports.called("1/1", {"checkpoint": False})
     reports.called("1/0", {"checkpoint": True})
     assert reports.waits_in_vain("1/0", 2, waited_s=5) is None  # worker 1 is one epoch behind: it comes
-    long = exercises.BARRIER_WAIT_S + 1
+    long = train_runs.BARRIER_WAIT_S + 1
     assert reports.waits_in_vain("1/0", 2, waited_s=long) == "1/1"  # ... but not for this long (it waits elsewhere)
     reports.end("1/1")  # worker 1's function returned after one report
     assert reports.waits_in_vain("1/0", 2, waited_s=5) == "1/1"
@@ -537,9 +559,9 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
     reports.stop({"worker": "1/0"})
     assert not reports.begin("2/0")  # after a stop, a restarted worker does not wait again
     why = {"worker": "1/0", "calls": 1, "in_report": True, "waited_for": "1/1"}
-    finding = exercises._stopped_finding([why], 150)
+    finding = train_runs._stopped_finding([why], 150)
     assert "Every worker calls `ray.train.report`" in finding and "only rank 0 attaches a checkpoint" in finding
-    late = exercises._stopped_finding([why | {"waited_for": None}], 150)
+    late = train_runs._stopped_finding([why | {"waited_for": None}], 150)
     assert "after 150 s" in late and "in its call number 1" in late
 
 
@@ -547,12 +569,12 @@ def test_an_answer_that_should_be_one_array_of_ids():
     """05.1's answer, whatever its shape: a list of batches is named as such (np.asarray raised ValueError)."""
     batches = [np.arange(0, 3), np.arange(3, 5)]
     with pytest.raises(AssertionError, match="2 parts"):
-        exercises._ids(batches)
+        data_loading_playbook._ids(batches)
     with pytest.raises(AssertionError, match="one flat array"):
-        exercises._ids(np.zeros((2, 2)))
+        data_loading_playbook._ids(np.zeros((2, 2)))
     with pytest.raises(AssertionError, match="one flat array"):
-        exercises._ids(None)
-    assert exercises._ids([4, 2, 3]).tolist() == [4, 2, 3]
+        data_loading_playbook._ids(None)
+    assert data_loading_playbook._ids([4, 2, 3]).tolist() == [4, 2, 3]
 
 
 @pytest.mark.cluster
@@ -568,8 +590,8 @@ def test_the_ray_train_exercise_on_two_workers():
     import ray.train.torch
     from ray.train import Checkpoint
 
-    from helpers.cluster import configure_ray_data, init_ray
-    from helpers.loops import WEIGHTS_FILE, train_epoch
+    from helpers.course.cluster import configure_ray_data, init_ray
+    from helpers.pipeline.loops import WEIGHTS_FILE, train_epoch
 
     init_ray()
     configure_ray_data()
@@ -594,10 +616,12 @@ def test_the_ray_train_exercise_on_two_workers():
 
         return train_from_shard
 
-    expect(exercises.check_train_from_shard(trainer_function(prepare=False)), exercises.WRONG, "prepare_model")
     expect(
-        exercises.check_train_from_shard(trainer_function(prepare=True, column="x")),
-        exercises.WRONG,
+        cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=False)), checking.WRONG, "prepare_model"
+    )
+    expect(
+        cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=True, column="x")),
+        checking.WRONG,
         "a worker raised",
         "KeyError",
     )
@@ -616,13 +640,13 @@ def test_the_ray_train_exercise_on_two_workers():
 
     started = time.monotonic()
     expect(
-        exercises.check_train_from_shard(rank_zero_reports),
-        exercises.WRONG,
+        cifar10_pytorch_to_ray.check_train_from_shard(rank_zero_reports),
+        checking.WRONG,
         "would have waited forever",
         "only rank 0 attaches a checkpoint",
     )
-    assert time.monotonic() - started < exercises.WORKER_LIMIT_S, "the check waited for its time limit"
-    expect(exercises.check_train_from_shard(trainer_function(prepare=True)), exercises.DONE)
+    assert time.monotonic() - started < train_runs.WORKER_LIMIT_S, "the check waited for its time limit"
+    expect(cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=True)), checking.DONE)
     ray.shutdown()
 
 
@@ -656,7 +680,7 @@ class QuickValidation(DataConfig):
 def test_the_data_config_exercise():
     import ray
 
-    from helpers.cluster import configure_ray_data, init_ray
+    from helpers.course.cluster import configure_ray_data, init_ray
 
     init_ray()
     configure_ray_data(preserve_order=False)  # as notebook 05
@@ -709,16 +733,16 @@ def test_the_data_config_exercise():
         def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
             return super().configure(datasets, 2, worker_handles, worker_node_ids)
 
-    check = exercises.check_quick_validation
-    expect(check(Untouched), exercises.NOT_DONE)
-    expect(check(TwoWorkers), exercises.WRONG, "world_size=3", "one dict per worker")
-    expect(check(LooksNamesUp), exercises.WRONG, "KeyError", "once per dataset")
-    expect(check(TheBuiltIn), exercises.WRONG, "all 90 `test` rows", "every dataset but `valid`")
-    expect(check(TrainOnly), exercises.WRONG, "all 90 `test` rows")
-    expect(check(SplitsValid), exercises.WRONG, "different `valid` rows", "whole")
-    expect(check(HundredRows), exercises.WRONG, "all 60 `valid` rows")
-    expect(check(Materializes), exercises.WRONG, "called `split`", "streaming_split")
-    expect(check(QuickValidation), exercises.DONE, "every worker the same 25 `valid` rows")
+    check = data_loading_playbook.check_quick_validation
+    expect(check(Untouched), checking.NOT_DONE)
+    expect(check(TwoWorkers), checking.WRONG, "world_size=3", "one dict per worker")
+    expect(check(LooksNamesUp), checking.WRONG, "KeyError", "once per dataset")
+    expect(check(TheBuiltIn), checking.WRONG, "all 90 `test` rows", "every dataset but `valid`")
+    expect(check(TrainOnly), checking.WRONG, "all 90 `test` rows")
+    expect(check(SplitsValid), checking.WRONG, "different `valid` rows", "whole")
+    expect(check(HundredRows), checking.WRONG, "all 60 `valid` rows")
+    expect(check(Materializes), checking.WRONG, "called `split`", "streaming_split")
+    expect(check(QuickValidation), checking.DONE, "every worker the same 25 `valid` rows")
     ray.shutdown()
 
 
@@ -729,55 +753,53 @@ def test_the_autoscaling_check():
         return lambda resources: options
 
     fixed = {"num_replicas": 2}
-    expect(exercises.check_autoscaling(always(fixed)), exercises.WRONG, "does not follow the load")
+    expect(ray_serve.check_autoscaling(always(fixed)), checking.WRONG, "does not follow the load")
     no_scaling = {"ray_actor_options": {"num_gpus": 0}}
-    expect(exercises.check_autoscaling(always(no_scaling)), exercises.WRONG, "no `autoscaling_config`")
+    expect(ray_serve.check_autoscaling(always(no_scaling)), checking.WRONG, "no `autoscaling_config`")
     refused = {"num_replicas": 2, "autoscaling_config": {"min_replicas": 1, "max_replicas": 2}}
-    expect(
-        exercises.check_autoscaling(always(refused)), exercises.WRONG, "Serve refuses", "num_replicas is not allowed"
-    )
+    expect(ray_serve.check_autoscaling(always(refused)), checking.WRONG, "Serve refuses", "num_replicas is not allowed")
     bad_bounds = {"autoscaling_config": {"min_replicas": 3, "max_replicas": 2}}
-    expect(exercises.check_autoscaling(always(bad_bounds)), exercises.WRONG, "Serve refuses these options")
+    expect(ray_serve.check_autoscaling(always(bad_bounds)), checking.WRONG, "Serve refuses these options")
     to_zero = {"autoscaling_config": {"min_replicas": 0, "max_replicas": 4}}
-    expect(exercises.check_autoscaling(always(to_zero)), exercises.WRONG, "min_replicas=0", "Keep at least one")
+    expect(ray_serve.check_autoscaling(always(to_zero)), checking.WRONG, "min_replicas=0", "Keep at least one")
     gpu_always = {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}, "ray_actor_options": {"num_gpus": 1}}
-    expect(exercises.check_autoscaling(always(gpu_always)), exercises.WRONG, "waits forever")
-    expect(exercises.check_autoscaling(lambda r: {"min": 1, "max": 4}), exercises.WRONG, "Serve refuses")
+    expect(ray_serve.check_autoscaling(always(gpu_always)), checking.WRONG, "waits forever")
+    expect(ray_serve.check_autoscaling(lambda r: {"min": 1, "max": 4}), checking.WRONG, "Serve refuses")
 
     def more_replicas_than_gpus(resources):
         scaling = {"min_replicas": 1, "max_replicas": 4}
         return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if resources.get("GPU") else 0}}
 
-    expect(exercises.check_autoscaling(more_replicas_than_gpus), exercises.WRONG, "max_replicas=4 on a cluster with 3")
+    expect(ray_serve.check_autoscaling(more_replicas_than_gpus), checking.WRONG, "max_replicas=4 on a cluster with 3")
 
     def gpu_key_present(resources):
         top = min(4, int(resources.get("GPU", 4)))
         scaling = {"min_replicas": 1, "max_replicas": max(top, 2)}
         return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if "GPU" in resources else 0}}
 
-    expect(exercises.check_autoscaling(gpu_key_present), exercises.WRONG, "GPU: 0.0")
+    expect(ray_serve.check_autoscaling(gpu_key_present), checking.WRONG, "GPU: 0.0")
 
     def never_scales(resources):  # a target no replica's load reaches: it takes 5 requests at a time
         gpus = int(resources.get("GPU", 0))
         scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4, "target_ongoing_requests": 1000}
         return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
 
-    expect(exercises.check_autoscaling(never_scales), exercises.WRONG, "target_ongoing_requests=1000", "never adds")
+    expect(ray_serve.check_autoscaling(never_scales), checking.WRONG, "target_ongoing_requests=1000", "never adds")
 
     def right(resources):
         gpus = int(resources.get("GPU", 0))
         scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4}
         return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
 
-    expect(exercises.check_autoscaling(right), exercises.DONE)
+    expect(ray_serve.check_autoscaling(right), checking.DONE)
 
     def a_target_of_its_own(resources):  # below the 32 requests the lesson's Model takes at a time
         options = right(resources)
         options["autoscaling_config"]["target_ongoing_requests"] = 8
         return options
 
-    expect(exercises.check_autoscaling(a_target_of_its_own), exercises.DONE)
-    expect(exercises.check_autoscaling(todo), exercises.NOT_DONE)
+    expect(ray_serve.check_autoscaling(a_target_of_its_own), checking.DONE)
+    expect(ray_serve.check_autoscaling(todo), checking.NOT_DONE)
 
 
 def test_the_batching_check_refuses_a_replica_that_takes_fewer_requests_than_a_batch():
@@ -793,7 +815,7 @@ def test_the_batching_check_refuses_a_replica_that_takes_fewer_requests_than_a_b
         async def __call__(self, values):
             return self.score(values)
 
-    expect(exercises.check_batching(EightAtATime), exercises.WRONG, "max_ongoing_requests=8", "at least 16")
+    expect(ray_serve.check_batching(EightAtATime), checking.WRONG, "max_ongoing_requests=8", "at least 16")
 
 
 @pytest.mark.cluster
@@ -803,14 +825,14 @@ def test_the_batching_check():
     from ports import free_port
     from ray import serve
 
-    from helpers.cluster import init_ray
-    from helpers.serving import PATIENT_CONTROLLER, serve_logging
+    from helpers.course.cluster import init_ray
+    from helpers.pipeline.serving import PATIENT_CONTROLLER, serve_logging
 
     class NotADeployment:
         def __init__(self, score):
             self.score = score
 
-    expect(exercises.check_batching(NotADeployment), exercises.WRONG, "not a Serve deployment")
+    expect(ray_serve.check_batching(NotADeployment), checking.WRONG, "not a Serve deployment")
 
     @serve.deployment
     class Untouched:
@@ -830,16 +852,16 @@ def test_the_batching_check():
             return self.score(values)
 
     init_ray()
-    expect(exercises.check_batching(Right), exercises.WRONG, "Serve is not running")  # said before deploying anything
+    expect(ray_serve.check_batching(Right), checking.WRONG, "Serve is not running")  # said before deploying anything
     serve.start(
         http_options={"host": "127.0.0.1", "port": free_port()},
         logging_config=serve_logging(),
         controller_options=PATIENT_CONTROLLER,
     )
     try:
-        expect(exercises.check_batching(todo), exercises.WRONG, "not a Serve deployment")
-        untouched = exercises.check_batching(Untouched)
-        expect(untouched, exercises.NOT_DONE)
+        expect(ray_serve.check_batching(todo), checking.WRONG, "not a Serve deployment")
+        untouched = ray_serve.check_batching(Untouched)
+        expect(untouched, checking.NOT_DONE)
 
         @serve.deployment(max_ongoing_requests=32)
         class OneAtATime:  # no @serve.batch: score sees one value per call
@@ -849,7 +871,7 @@ def test_the_batching_check():
             async def __call__(self, value):
                 return self.score([value])[0]
 
-        expect(exercises.check_batching(OneAtATime), exercises.WRONG, "were not grouped", "@serve.batch")
+        expect(ray_serve.check_batching(OneAtATime), checking.WRONG, "were not grouped", "@serve.batch")
 
         @serve.deployment  # max_ongoing_requests left at 5
         class FiveAtATime:
@@ -860,7 +882,7 @@ def test_the_batching_check():
             async def __call__(self, values):
                 return self.score(values)
 
-        expect(exercises.check_batching(FiveAtATime), exercises.WRONG, "max_ongoing_requests")
+        expect(ray_serve.check_batching(FiveAtATime), checking.WRONG, "max_ongoing_requests")
 
         @serve.deployment(max_ongoing_requests=32)
         class Reversed:
@@ -871,7 +893,7 @@ def test_the_batching_check():
             async def __call__(self, values):
                 return self.score(values)[::-1]
 
-        expect(exercises.check_batching(Reversed), exercises.WRONG, "the answer for another value")
+        expect(ray_serve.check_batching(Reversed), checking.WRONG, "the answer for another value")
 
         @serve.deployment(max_ongoing_requests=32)
         class OwnFormula:  # right numbers, but `score` bypassed
@@ -882,10 +904,10 @@ def test_the_batching_check():
             async def __call__(self, values):
                 return [2 * value + 1 for value in values]
 
-        expect(exercises.check_batching(OwnFormula), exercises.WRONG, "call `self.score`")
+        expect(ray_serve.check_batching(OwnFormula), checking.WRONG, "call `self.score`")
 
-        expect(exercises.check_batching(Right), exercises.DONE, "batches of up to")
-        assert exercises.EXERCISE_APP not in serve.status().applications, "the check leaves its application deployed"
+        expect(ray_serve.check_batching(Right), checking.DONE, "batches of up to")
+        assert ray_serve.EXERCISE_APP not in serve.status().applications, "the check leaves its application deployed"
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -901,6 +923,6 @@ def test_a_failure_in_ray_is_told_by_the_learners_own_error():
         "ray.exceptions.UserCodeException: UDF failed to process a data block.\n"
         "To change retry attempts, backoff, or which errors are retried, configure `ray.data.DataContext` if"
     )
-    assert exercises._failure(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
+    assert checking._failure(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
     train = "Training failed.\nTraceback (most recent call last):\n  File x\nValueError: no column `x`"
-    assert exercises._failure(RuntimeError(train)) == "ValueError: no column `x`"
+    assert checking._failure(RuntimeError(train)) == "ValueError: no column `x`"

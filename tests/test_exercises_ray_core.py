@@ -1,4 +1,4 @@
-"""Notebook 00's checks (helpers.exercises_ray_core): "not done yet" for an untouched exercise, a message that names
+"""Notebook 00's checks (helpers.exercises.ray_core): "not done yet" for an untouched exercise, a message that names
 the mistake for each half-right answer (never an exception, never a hang), and done for a right answer. The
 solutions notebook runs them too (tests/test_solutions.py)."""
 
@@ -7,25 +7,25 @@ from __future__ import annotations
 import pytest
 import ray
 
-from helpers import exercises
-from helpers import exercises_ray_core as core
+from helpers.exercises import checking
+from helpers.exercises import ray_core as core
 
 
 @pytest.fixture(autouse=True)
 def results_here(tmp_path, monkeypatch):
-    monkeypatch.setattr(exercises, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(checking, "RESULTS_DIR", tmp_path)
 
 
 @pytest.fixture(scope="module")
 def on_ray():
-    from helpers.cluster import init_ray
+    from helpers.course.cluster import init_ray
 
     init_ray()
     yield
     ray.shutdown()
 
 
-def expect(verdict: exercises.Verdict, state: str, *phrases: str) -> None:
+def expect(verdict: checking.Verdict, state: str, *phrases: str) -> None:
     assert verdict.state == state, verdict
     for phrase in phrases:
         assert phrase in verdict.message, verdict
@@ -97,27 +97,27 @@ def raises(work, items, on_result) -> list:
 
 
 def test_an_untouched_loop_is_not_done_yet_without_starting_ray():
-    expect(core.check_as_they_finish(untouched_loop), exercises.NOT_DONE, "replace `raise NotImplementedError`")
+    expect(core.check_as_they_finish(untouched_loop), checking.NOT_DONE, "replace `raise NotImplementedError`")
 
 
 @pytest.mark.cluster
 def test_as_they_finish_refuses_each_half_right_answer(on_ray):
-    expect(core.check_as_they_finish(in_this_process), exercises.WRONG, "ran in this notebook's process")
-    expect(core.check_as_they_finish(get_inside_the_loop), exercises.WRONG, "one after another", "ray.get")
-    expect(core.check_as_they_finish(get_all_then_report), exercises.WRONG, "only after every task", "ray.wait")
-    expect(core.check_as_they_finish(in_finishing_order), exercises.WRONG, "in the order the tasks finished")
-    expect(core.check_as_they_finish(raises), exercises.WRONG, "it raised IndexError")
+    expect(core.check_as_they_finish(in_this_process), checking.WRONG, "ran in this notebook's process")
+    expect(core.check_as_they_finish(get_inside_the_loop), checking.WRONG, "one after another", "ray.get")
+    expect(core.check_as_they_finish(get_all_then_report), checking.WRONG, "only after every task", "ray.wait")
+    expect(core.check_as_they_finish(in_finishing_order), checking.WRONG, "in the order the tasks finished")
+    expect(core.check_as_they_finish(raises), checking.WRONG, "it raised IndexError")
 
 
 @pytest.mark.cluster
 def test_a_loop_that_never_ends_gets_a_verdict_in_time(on_ray):
     verdict = core.check_as_they_finish(never_ends, limit_s=5)
-    expect(verdict, exercises.WRONG, "had not returned after 5 s", "ready, pending = ray.wait(pending)")
+    expect(verdict, checking.WRONG, "had not returned after 5 s", "ready, pending = ray.wait(pending)")
 
 
 @pytest.mark.cluster
 def test_as_they_finish_passes_the_right_answer(on_ray):
-    expect(core.check_as_they_finish(right), exercises.DONE, "as they ended", "in the order of the items")
+    expect(core.check_as_they_finish(right), checking.DONE, "as they ended", "in the order of the items")
 
 
 # --- 00.2: a tally that many tasks report to -------------------------------------------------------------------
@@ -211,17 +211,17 @@ def a_task(label: str) -> int:
 
 
 def test_the_tally_check_refuses_what_needs_no_cluster_to_tell():
-    expect(core.check_tally(Untouched), exercises.NOT_DONE)
-    expect(core.check_tally(Plain), exercises.WRONG, "plain class", "@ray.remote")
-    expect(core.check_tally(a_task), exercises.WRONG, "a task keeps nothing between calls")
-    expect(core.check_tally(SharedCounts), exercises.WRONG, "share their counts", "in `self`")
-    expect(core.check_tally(GlobalCounts), exercises.WRONG, "share their counts")
-    expect(core.check_tally(Forgets), exercises.WRONG, "gave {}", "in `self` between calls")
-    expect(core.check_tally(WithoutRequest), exercises.WRONG, "1 CPU (the default", "num_cpus=0")
-    expect(core.check_tally(WithGpu), exercises.WRONG, "needs no GPU")
+    expect(core.check_tally(Untouched), checking.NOT_DONE)
+    expect(core.check_tally(Plain), checking.WRONG, "plain class", "@ray.remote")
+    expect(core.check_tally(a_task), checking.WRONG, "a task keeps nothing between calls")
+    expect(core.check_tally(SharedCounts), checking.WRONG, "share their counts", "in `self`")
+    expect(core.check_tally(GlobalCounts), checking.WRONG, "share their counts")
+    expect(core.check_tally(Forgets), checking.WRONG, "gave {}", "in `self` between calls")
+    expect(core.check_tally(WithoutRequest), checking.WRONG, "1 CPU (the default", "num_cpus=0")
+    expect(core.check_tally(WithGpu), checking.WRONG, "needs no GPU")
 
 
 @pytest.mark.cluster
 def test_the_tally_check_runs_tallies_on_ray(on_ray):
-    expect(core.check_tally(TotalNotPerLabel), exercises.WRONG, "`add('cat')` answered")
-    expect(core.check_tally(Tally), exercises.DONE, "kept their own counts")
+    expect(core.check_tally(TotalNotPerLabel), checking.WRONG, "`add('cat')` answered")
+    expect(core.check_tally(Tally), checking.DONE, "kept their own counts")

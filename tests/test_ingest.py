@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 from lesson_code import from_notebook
 
-from helpers import catalog, config
-from helpers.ingest import (
+from helpers.course import config
+from helpers.pipeline import catalog
+from helpers.pipeline.ingest import (
     add_shapes,
     channels,
     check_label_table,

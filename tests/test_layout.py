@@ -1,5 +1,5 @@
-"""The glossary of helpers (its package docstring) and the layout in docs/development.md name every module, and
-the real-data path never imports the stand-in generator."""
+"""The layout of helpers: four layers in four folders, each importing only from the layers before it; the glossary
+(the package docstring) and docs/development.md name every module; the real-data path never imports the tools."""
 
 from __future__ import annotations
 
@@ -9,45 +9,68 @@ from pathlib import Path
 import helpers
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = sorted(p.stem for p in (ROOT / "helpers").glob("*.py") if p.stem != "__init__")
+HELPERS = ROOT / "helpers"
+LAYERS = ("course", "pipeline", "exercises", "tools")  # each may import from the layers before it, never after
+MAY_IMPORT = {
+    "course": {"course"},
+    "pipeline": {"course", "pipeline"},
+    "exercises": {"course", "pipeline", "exercises"},
+}
+MAY_IMPORT["tools"] = {"course", "pipeline", "tools"}  # the tools build and measure; they never check exercises
+MODULES = sorted(
+    ".".join(p.relative_to(HELPERS).with_suffix("").parts)
+    for p in HELPERS.glob("*/*.py")
+    if p.stem != "__init__" and p.parent.name != "metric_scripts"
+)
 
 
-def glossary_rows() -> set[str]:
-    return {line.split()[0] for line in helpers.__doc__.splitlines() if line[:1].isalpha() and line.split()}
-
-
-def test_the_glossary_names_every_module_and_nothing_else():
-    rows = glossary_rows() & set(MODULES)
-    assert rows == set(MODULES), f"helpers/__init__.py misses {set(MODULES) - rows}"
-
-
-def test_the_layout_section_names_every_module():
-    layout = (ROOT / "docs" / "development.md").read_text()
-    missing = [name for name in MODULES if f"`{name}`" not in layout]
-    assert not missing, f"docs/development.md's layout section misses {missing}"
-
-
-def test_the_readme_reads_in_two_minutes_and_links_the_rest():
-    readme = (ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 120, "README: at most about 120 lines; details go to docs/"
-    for link in ("docs/instructors.md", "docs/development.md", "make run", "make test", "make lab"):
-        assert link in readme, link
-    for lesson in sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb")):
-        assert f"`{lesson}`" in readme, f"README's lesson table misses {lesson}"
-
-
-def imports(module: str) -> set[str]:
-    tree = ast.parse((ROOT / "helpers" / f"{module}.py").read_text())
+def imports(path: Path) -> set[str]:
+    """Every ``helpers...`` module that ``path`` imports, at its top or inside a function."""
     found = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return found
+    return {name for name in found if name.startswith("helpers.")}
+
+
+def test_every_module_is_in_a_layer_s_folder():
+    loose = sorted(p.name for p in HELPERS.glob("*.py") if p.stem != "__init__")
+    assert not loose, f"put {loose} in one of helpers/{{{','.join(LAYERS)}}}/"
+    folders = sorted(p.name for p in HELPERS.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(LAYERS), folders
+
+
+def test_no_layer_imports_a_later_one():
+    upward = []
+    for path in HELPERS.glob("*/**/*.py"):
+        layer = path.relative_to(HELPERS).parts[0]
+        for name in imports(path):
+            target = name.split(".")[1]
+            if target in LAYERS and target not in MAY_IMPORT[layer]:
+                upward.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not upward, "imports against the layers (course, pipeline, exercises, tools):\n" + "\n".join(upward)
+
+
+def test_the_glossary_names_every_module_and_nothing_else():
+    rows = {line.split()[0] for line in helpers.__doc__.splitlines() if line[:1].isalpha() and line.split()}
+    lesson_checks = {m for m in MODULES if m.startswith("exercises.") and m not in rows}
+    assert lesson_checks <= {f"exercises.{m.split('.')[-1]}" for m in MODULES}, lesson_checks  # exercises.<lesson>
+    missing = set(MODULES) - rows - lesson_checks
+    assert not missing, f"helpers/__init__.py's glossary misses {sorted(missing)}"
+    named = {row for row in rows if "." in row and "<" not in row}
+    assert named <= set(MODULES), f"the glossary names modules that do not exist: {sorted(named - set(MODULES))}"
+
+
+def test_the_layout_section_names_every_layer_and_module():
+    layout = (ROOT / "docs" / "development.md").read_text()
+    missing = [name for name in MODULES if f"`{name.split('.')[-1]}`" not in layout and not name.startswith("exer")]
+    missing += [f"helpers/{layer}/" for layer in LAYERS if f"`helpers/{layer}/`" not in layout]
+    assert not missing, f"docs/development.md's layout section misses {missing}"
 
 
 def test_the_real_data_path_does_not_import_the_stand_in_generator():
-    for module in ("beans", "ingest", "cifar", "features", "models", "train", "inference"):
-        assert "helpers.synthetic" not in imports(module), f"helpers.{module} imports helpers.synthetic"
+    for path in (HELPERS / "pipeline").glob("*.py"):
+        assert "helpers.tools.synthetic" not in imports(path), f"{path.name} imports the stand-in generator"

@@ -124,7 +124,7 @@ def run_on_cluster(code: str, env: dict[str, str]) -> subprocess.CompletedProces
 
 TASKS = """
 import sys, ray
-from helpers.cluster import init_ray
+from helpers.course.cluster import init_ray
 init_ray()
 @ray.remote(num_cpus=1)
 def where(i):

@@ -2,9 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import build, catalog, config
-from helpers.beans import class_names_of, load_beans
-from helpers.models import load_classifier, load_processor, predict, standin_processor, standin_vit
+from helpers.course import config
+from helpers.pipeline import catalog
+from helpers.pipeline.beans import class_names_of, load_beans
+from helpers.pipeline.models import load_classifier, load_processor, predict, standin_processor, standin_vit
+from helpers.tools import build
 
 CHECKPOINT = config.DATA_DIR / config.STANDIN_VIT
 

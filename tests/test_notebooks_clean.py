@@ -14,6 +14,8 @@ from pathlib import Path
 import executed
 import pytest
 
+from helpers.course.lessons import lesson_named
+
 ROOT = Path(__file__).parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -62,14 +64,13 @@ def test_the_nbstripout_filter_strips_what_a_learner_saved(tmp_path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_each_notebook_records_one_named_headline_with_its_floor(path):
-    """`results.record(notebook, headline, value, floor=...)` raises below the floor: the check is in code."""
+def test_each_notebook_records_one_headline_against_the_floor_of_its_record(path):
+    """`results.record(notebook, value)` raises below the floor of the notebook's record: the check is in code."""
     calls = executed.calls(path, "results.record")
     assert len(calls) == 1, f"{path.name}: {len(calls)} results.record calls (one headline per notebook)"
-    notebook, headline = (ast.literal_eval(argument) for argument in calls[0].args[:2])
-    assert notebook == path.stem and isinstance(headline, str) and headline.strip()
-    floor = {keyword.arg: keyword.value for keyword in calls[0].keywords}.get("floor")
-    assert floor is not None and 0 < ast.literal_eval(floor) < 1, f"{path.name}: floor=... (a share above chance)"
+    assert ast.literal_eval(calls[0].args[0]) == path.stem, f"{path.name} records under another name"
+    lesson = lesson_named(path.stem)
+    assert lesson.headline.strip() and 0 < lesson.floor < 1, f"{path.name}: a named headline, a floor above chance"
 
 
 def test_notebook_05_runs_its_tensorflow_step_only_where_tensorflow_is_installed():

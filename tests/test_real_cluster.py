@@ -23,11 +23,11 @@ from ray.runtime_env import RuntimeEnv
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from helpers import config
-from helpers.cluster import CompactRuntimeEnv, init_ray, job_runtime_env
-from helpers.distributed import torch_config
-from helpers.loops import report_epoch
-from helpers.train import run_config
+from helpers.course import config
+from helpers.course.cluster import CompactRuntimeEnv, init_ray, job_runtime_env
+from helpers.course.distributed import torch_config
+from helpers.pipeline.loops import report_epoch
+from helpers.pipeline.train import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ISOLATED = os.environ.get("COURSE_RAY_NODE_ISOLATED") == "1"
@@ -90,7 +90,7 @@ def test_train_workers_and_their_data_tasks_run_in_the_jobs_runtime_env(seen):
     for who in [seen["worker"], *seen["tasks"]]:
         assert who["runtime_env"] == seen["job"], (
             "a Ray Train worker or one of its Ray Data tasks runs in another runtime env than the job's: Ray "
-            "starts new worker processes for it (helpers.cluster.CompactRuntimeEnv; has Ray changed how it "
+            "starts new worker processes for it (helpers.course.cluster.CompactRuntimeEnv; has Ray changed how it "
             f"merges or writes runtime envs?)\njob:    {seen['job']}\nworker: {who['runtime_env']}"
         )
 
@@ -112,7 +112,7 @@ def test_workers_run_on_a_node_that_sees_no_checkout_and_get_helpers_with_the_jo
 def test_data_or_storage_on_the_drivers_disk_only_is_an_error_naming_the_setting(tmp_path):
     local = ROOT / "results" / "test-driver-only"  # in the checkout: the worker node cannot see it
     env = {**os.environ, config.DATA_DIR_ENV: str(ROOT / "data"), config.STORAGE_ENV: str(local)}
-    code = "from helpers.cluster import init_ray; init_ray()"
+    code = "from helpers.course.cluster import init_ray; init_ray()"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
     assert result.returncode != 0, "a cluster whose node cannot see the data must not start the lesson"
     said = result.stderr.strip().splitlines()[-5:]

@@ -20,7 +20,7 @@ import pytest
 from executed import ROOT, output_lines, problems, run
 from local_s3 import local_s3
 
-from helpers import config, results
+from helpers.course import config, results
 
 NOTEBOOK = ROOT / "notebooks" / "02_ray_train_finetune.ipynb"
 RUN = "02-beans-ray-train"
@@ -84,12 +84,12 @@ def test_the_second_run_reports_what_the_first_did(two_runs):
 def test_each_run_has_its_own_history_and_capped_checkpoints_in_the_bucket(two_runs):
     first, second, _, runs = two_runs
     budget = config.get_budget(kind="cpu")  # the local cluster has no GPU
-    reports = budget.beans_train_steps // budget.beans_eval_steps
+    reports = budget.beans.train_steps // budget.beans.eval_steps
     assert first["figures"]["reports"] == second["figures"]["reports"] == min(reports, config.CHECKPOINTS_KEPT)
     assert len(runs) == 2, f"each run writes a folder of its own in {STORAGE}: {sorted(runs)}"
     for name, kept in runs.items():
         assert 0 < len(kept) <= config.CHECKPOINTS_KEPT, f"{name}: {len(kept)} checkpoints"
-        assert max(kept.values()) == budget.beans_train_steps, f"{name}: the last checkpoint is the last step"
+        assert max(kept.values()) == budget.beans.train_steps, f"{name}: the last checkpoint is the last step"
 
 
 def test_the_notebook_used_the_bucket_and_loaded_its_checkpoint_back(two_runs):

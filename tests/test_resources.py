@@ -1,5 +1,5 @@
-from helpers import config
-from helpers.resources import cluster_gpus, plan_resources
+from helpers.course import config
+from helpers.course.resources import cluster_gpus, plan_resources
 
 CPU, GPU = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
 

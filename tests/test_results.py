@@ -2,11 +2,14 @@ import json
 
 import pytest
 
-from helpers import results
+from helpers.course import results
+from helpers.course.lessons import Lesson, lesson_named
+
+TOY = Lesson(notebook="nb", title="a toy", headline="toy accuracy", floor=0.8, exercises=(), budget="beans")
 
 
 def test_a_headline_at_or_above_its_floor_is_saved_with_its_name(tmp_path, capsys):
-    assert results.record("nb", "toy accuracy", 0.91, floor=0.8, results_dir=tmp_path, other=2, skipped=None) is None
+    assert results.record("nb", 0.91, results_dir=tmp_path, lesson=TOY, other=2, skipped=None) is None
     assert json.loads(results.metrics_path("nb", tmp_path).read_text()) == {
         "headline": "toy accuracy",
         "value": 0.91,
@@ -20,8 +23,17 @@ def test_a_headline_at_or_above_its_floor_is_saved_with_its_name(tmp_path, capsy
 @pytest.mark.parametrize("value", [0.5, float("nan")])
 def test_a_headline_below_its_floor_raises_and_saves_nothing(tmp_path, value):
     with pytest.raises(results.BelowFloor, match="toy accuracy is .* below its floor of 0.8"):
-        results.record("nb", "toy accuracy", value, floor=0.8, results_dir=tmp_path)
+        results.record("nb", value, results_dir=tmp_path, lesson=TOY)
     assert results.read("nb", tmp_path) == {}
+
+
+def test_a_lesson_records_the_headline_and_floor_of_its_record(tmp_path):
+    lesson = lesson_named("03_ray_data")
+    results.record("03_ray_data", 0.99, results_dir=tmp_path)
+    saved = results.read("03_ray_data", tmp_path)
+    assert (saved["headline"], saved["floor"]) == (lesson.headline, lesson.floor)
+    with pytest.raises(KeyError, match=r"add a Lesson\(notebook='08_new'"):
+        results.record("08_new", 0.99, results_dir=tmp_path)
 
 
 def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():

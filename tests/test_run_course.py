@@ -13,7 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
-    "a_ok": "from helpers import results\nresults.record('a_ok', 'toy accuracy', 0.9, floor=0.5)",
+    "a_ok": "from helpers.course import lessons, results\n"
+    "toy = lessons.Lesson('a_ok', 'a toy', 'toy accuracy', floor=0.5, exercises=(), budget='beans')\n"
+    "results.record('a_ok', 0.9, lesson=toy)",
     "b_fails": "raise ValueError('a broken cell')",
     "c_too_slow": "import time\ntime.sleep(60)",
     "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",

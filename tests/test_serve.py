@@ -25,7 +25,8 @@ import requests
 from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run
 from ports import free_port, listening_beyond_loopback
 
-from helpers import config, results, serving
+from helpers.course import config, results
+from helpers.pipeline import serving
 
 NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == SERVE)
 OUT = config.RESULTS_DIR / "serve"
@@ -40,7 +41,7 @@ def attached():
     """This process attached to the cluster in $RAY_ADDRESS (or a local Ray), to list its actors."""
     import ray
 
-    from helpers.cluster import init_ray
+    from helpers.course.cluster import init_ray
 
     init_ray()
     yield
@@ -173,7 +174,7 @@ def test_bad_input_gets_a_4xx_with_a_message_and_the_service_goes_on(served):
 
 
 def test_while_it_serves_nothing_listens_beyond_loopback(served):
-    """Serve's proxy, controller and replicas (whose gRPC server Ray binds to every interface: helpers.worker_setup)."""
+    """Serve's proxy, controller and replicas (whose gRPC server Ray binds to every interface: worker_setup)."""
     _, _, checked = served
     assert checked["loopback"] is not None, "never looked: the notebook stopped before its last cell"
     assert not checked["loopback"], f"listening beyond 127.0.0.1 while serving: {checked['loopback']}"

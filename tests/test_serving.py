@@ -1,4 +1,4 @@
-"""helpers.serving, without Ray: which model notebook 06 serves (and what it says when there is none), how a request's
+"""pipeline.serving, without Ray: which model notebook 06 serves (and what it says when there is none), how a request's
 body becomes an image or a 4xx, the bounded load test, and the page."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import config, serving
-from helpers.serving import BadImage, read_image
+from helpers.course import config
+from helpers.pipeline import serving
+from helpers.pipeline.serving import BadImage, read_image
 
 ROOT = Path(__file__).resolve().parent.parent
 

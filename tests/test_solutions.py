@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from executed import NOTEBOOKS, ROOT, run
 
-from helpers import config, exercises
+from helpers.course import config
+from helpers.exercises import checking
 
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 LESSONS = [path for path in NOTEBOOKS if (ROOT / "solutions" / path.name).exists()]
@@ -18,14 +19,14 @@ EXECUTED = config.RESULTS_DIR / "executed-solutions"
 
 
 def checks(path: Path) -> list[str]:
-    """The exercise checks a notebook calls (``exercises.check_...``, or a lesson's own module's:
-    ``exercises_tune.check_...``), in order."""
+    """The exercise checks a notebook calls (``exercises.check_...``: its lesson's module, imported as ``exercises``),
+    in order."""
     found = []
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] == "code":
             for node in ast.walk(ast.parse("".join(cell["source"]))):
                 name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
-                found += [name] if re.match(r"exercises\w*\.check_", name) else []
+                found += [name] if re.match(r"exercises\.check_", name) else []
     return found
 
 
@@ -41,10 +42,10 @@ def test_every_lesson_ends_with_one_to_three_exercises_and_has_its_solutions():
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
 def test_the_solutions_pass_every_check(path: Path):
     number = path.stem.split("_")[0]
-    exercises.exercises_path(f"{number}.0").unlink(missing_ok=True)  # a lesson's "not done yet" verdicts
+    checking.exercises_path(f"{number}.0").unlink(missing_ok=True)  # a lesson's "not done yet" verdicts
     outcome = run(path, EXECUTED, cell_timeout=600)
     assert outcome.ok, f"{path.name}: {outcome.status}"
-    verdicts = exercises.read(number)
+    verdicts = checking.read(number)
     assert len(verdicts) == len(checks(path)), verdicts
-    wrong = {k: v["message"] for k, v in verdicts.items() if v["state"] != exercises.DONE}
+    wrong = {k: v["message"] for k, v in verdicts.items() if v["state"] != checking.DONE}
     assert not wrong, wrong

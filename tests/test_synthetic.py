@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import build, catalog, config, synthetic
+from helpers.course import config
+from helpers.pipeline import catalog
+from helpers.tools import build, synthetic
 
 
 def test_images_depend_only_on_seed_split_and_index():

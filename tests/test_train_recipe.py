@@ -1,4 +1,4 @@
-"""Notebook 01's `TrainingArguments` and the Ray workers' recipe (helpers.train.worker_training_args) agree.
+"""Notebook 01's `TrainingArguments` and the Ray workers' recipe (helpers.pipeline.train.worker_training_args) agree.
 
 The workers run notebook 01's fine-tune; the recipe is written twice (once in the notebook, where a
 learner reads it, once for the workers). This test reads notebook 01's call and fails on any
@@ -14,8 +14,8 @@ import pytest
 from executed import calls
 from transformers import TrainingArguments
 
-from helpers import config
-from helpers.train import worker_training_args
+from helpers.course import config
+from helpers.pipeline.train import worker_training_args
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_local_finetune.ipynb"
 WORKERS = 2
@@ -42,11 +42,11 @@ def test_the_workers_run_notebook_01s_recipe(kind):
     notebook = TrainingArguments(**in_notebook, use_cpu=True)
     worker = worker_training_args(
         "worker",
-        budget.beans_batch_size // WORKERS,
-        budget.beans_train_steps,
-        budget.beans_eval_steps,
+        budget.beans.batch_size // WORKERS,
+        budget.beans.train_steps,
+        budget.beans.eval_steps,
         budget.eval_batch_size,
-        budget.beans_learning_rate,
+        budget.beans.learning_rate,
     )
     differ = {
         name: (getattr(notebook, name), getattr(worker, name))

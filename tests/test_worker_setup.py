@@ -1,4 +1,4 @@
-"""helpers.worker_setup: every worker of the course's jobs quiets Ray Train's info lines and, when Ray runs on this
+"""course.worker_setup: every worker of the course's jobs quiets Ray Train's info lines and, when Ray runs on this
 machine, binds the servers it starts to 127.0.0.1.
 
 What a running notebook 06 listens on is checked in tests/test_serve.py, and what notebooks show in
@@ -15,8 +15,8 @@ import pytest
 import ray.serve._private.replica
 from ray._common import tls_utils
 
-from helpers import worker_setup
-from helpers.cluster import WORKER_SETUP_HOOK, job_runtime_env
+from helpers.course import worker_setup
+from helpers.course.cluster import WORKER_SETUP_HOOK, job_runtime_env
 
 
 def test_every_interface_becomes_loopback_and_nothing_else_changes():
@@ -73,7 +73,7 @@ def test_ray_serve_replicas_still_bind_every_interface():
     """The reason for the loopback rewrite. If this fails, Ray binds the replicas' server elsewhere now."""
     source = inspect.getsource(ray.serve._private.replica)
     assert 'add_port_to_grpc_server(self._server, "[::]:0")' in source, (
-        "Ray Serve's replica no longer binds its gRPC server to [::]:0: helpers.worker_setup's rewrite may be unneeded "
+        "Ray Serve's replica no longer binds its gRPC server to [::]:0: worker_setup's rewrite may be unneeded "
         "(tests/test_serve.py's loopback check says whether nothing listens beyond 127.0.0.1 without it)"
     )
     assert "from ray._common.tls_utils import add_port_to_grpc_server" in source

@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow.fs as pafs
 import ray.data
 
-from helpers.catalog import IMAGENETTE_SYNSETS
-from helpers.config import Sources, filesystem, require_local
+from helpers.course.config import Sources, filesystem, require_local
+from helpers.pipeline.catalog import IMAGENETTE_SYNSETS
 
 Batch = dict[str, np.ndarray]
 LABEL_COLUMNS = ["file_name", "label"]

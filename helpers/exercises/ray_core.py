@@ -1,4 +1,4 @@
-"""Checks for the "Your turn" exercises of notebook 00 (Ray Core), in the manner of :mod:`helpers.exercises`.
+"""Checks for the "Your turn" exercises of notebook 00 (Ray Core), on the rules of :mod:`helpers.exercises.checking`.
 
 Each check runs the learner's code on inputs of its own, on the notebook's Ray, and prints one verdict (``✓``,
 ``✗`` with a hint, or ``…`` not done yet; kept with the other verdicts in ``results/exercises/00.json``). A check
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from helpers.exercises import Verdict, _attached, _check, _NotDone, attempt, untouched
+from helpers.exercises.checking import Verdict, _attached, _check, _NotDone, attempt, untouched
 
 # 00.1: the check's own slow loop. Item n waits n * STEP_S seconds, so the tasks finish in another order than the
 # items come in (1, 2, 3, 4 against 3, 1, 4, 2); run one after another they would take 10 * STEP_S.

@@ -1,4 +1,4 @@
-"""Build the offline course data and the stand-in ViT checkpoint: ``python -m helpers.build``.
+"""Build the offline course data and the stand-in ViT checkpoint: ``python -m helpers.tools.build``.
 
 Everything is drawn from fixed seeds, so a rebuild gives the same files. A folder that
 already exists is kept (``--force`` rebuilds it). Run by ``make data``.
@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
-from helpers import catalog, config, synthetic
-from helpers.models import predict, pretrain, standin_processor, standin_vit
+from helpers.course import config
+from helpers.pipeline import catalog
+from helpers.pipeline.models import predict, pretrain, standin_processor, standin_vit
+from helpers.tools import synthetic
 
 
 def build_beans(root: Path) -> None:
@@ -100,7 +102,7 @@ def build_vit(root: Path, epochs: int = 3) -> None:
     model.save_pretrained(root)
     processor.save_pretrained(root)
     (root / "README.md").write_text(
-        "A tiny ViT (0.6 M parameters) pretrained by `python -m helpers.build` on the synthetic\n"
+        "A tiny ViT (0.6 M parameters) pretrained by `python -m helpers.tools.build` on the synthetic\n"
         f"CIFAR-10-like shapes for {epochs} epochs (test accuracy {accuracy:.3f}). It stands in for\n"
         "google/vit-base-patch16-224-in21k so that the course runs offline on a CPU.\n"
     )

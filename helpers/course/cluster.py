@@ -15,8 +15,8 @@ from ray._private import ray_constants
 from ray.runtime_env import RuntimeEnv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from helpers import config, worker_setup
-from helpers.config import verbose
+from helpers.course import config, worker_setup
+from helpers.course.config import verbose
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
 LOCAL_DATA_CPUS = 4  # the least Ray Data may use at once on this machine: a 2-actor pool and its reads fit
@@ -85,12 +85,12 @@ PASSED_TO_WORKERS = (
 
 
 # The course's own settings passed on as they are set here (the data folder and the storage go as resolved paths).
-COURSE_SETTINGS = (config.SOURCES_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
+COURSE_SETTINGS = (config.SOURCES_ENV, config.MODEL_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
 # Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
-SHIPPED_CODE = Path(__file__).resolve().parent  # the `helpers` package: it travels with every job
-WORKER_SETUP_HOOK = "helpers.worker_setup.setup_worker"
+SHIPPED_CODE = Path(__file__).resolve().parent.parent  # the `helpers` package: it travels with every job
+WORKER_SETUP_HOOK = "helpers.course.worker_setup.setup_worker"
 
 
 class CompactRuntimeEnv(RuntimeEnv):
@@ -116,7 +116,7 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
     * ``env_vars``: the course's settings (where data and storage are, sources, budget), what a worker needs to
       reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless ``COURSE_VERBOSE=1``), and
       the variables Ray Train gives its controller, so that the controller's env equals the job's;
-    * ``worker_process_setup_hook``: every worker starts with :func:`helpers.worker_setup.setup_worker` (Ray
+    * ``worker_process_setup_hook``: every worker starts with :func:`helpers.course.worker_setup.setup_worker` (Ray
       Train's log level; on this machine, its servers listen on 127.0.0.1);
     * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.
     """

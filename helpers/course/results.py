@@ -1,8 +1,8 @@
 """Where a notebook leaves its headline figure, so that `make run` can print one table of them.
 
-Each notebook records one *headline*: a named figure (``beans val accuracy``), the floor it must reach,
-and any other figures worth keeping. Recording checks the floor: a figure below it is an error that
-says so, never a quiet row in a table.
+Each notebook records one *headline*: the figure its record names (``beans val accuracy``, in
+helpers.course.lessons), and any other figures worth keeping. Recording checks the record's floor: a figure below
+it is an error that says so, never a quiet row in a table.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.config import RESULTS_DIR
+from helpers.course.config import RESULTS_DIR
+from helpers.course.lessons import Lesson, lesson_named
 
 
 class BelowFloor(AssertionError):
@@ -24,17 +25,19 @@ def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
 
 def record(
     notebook: str,
-    headline: str,
     value: float,
-    floor: float,
     results_dir: Path | None = None,
+    lesson: Lesson | None = None,
     **figures: float | None,
 ) -> None:
-    """Check ``value`` against ``floor``, then save it as the notebook's ``headline`` with ``figures``.
+    """Check ``value`` against the floor of ``notebook``'s record (helpers.course.lessons; ``lesson``, if given,
+    instead), then save it as its headline with ``figures``.
 
     A figure given as None (a step that did not run, such as TensorFlow's where it is not installed) is left out.
-    Raises :class:`BelowFloor` (and saves nothing) when ``value < floor``.
+    Raises :class:`BelowFloor` (and saves nothing) when ``value`` is below the floor.
     """
+    lesson = lesson or lesson_named(notebook)
+    headline, floor = lesson.headline, lesson.floor
     value = float(value)
     if not value >= floor:  # also catches NaN
         raise BelowFloor(f"{headline} is {value:.3f}, below its floor of {floor}: the model did not learn enough")

@@ -25,11 +25,11 @@ from PIL import Image, UnidentifiedImageError
 from ray.serve.schema import LoggingConfig
 from ray.train import Checkpoint
 
-from helpers import config
-from helpers.catalog import IMAGENETTE_SYNSETS
-from helpers.distributed import free_loopback_port
-from helpers.features import to_rgb
-from helpers.ingest import check_label_table, class_folders, ensure_labels, file_name
+from helpers.course import config
+from helpers.course.distributed import free_loopback_port
+from helpers.pipeline.catalog import IMAGENETTE_SYNSETS
+from helpers.pipeline.features import to_rgb
+from helpers.pipeline.ingest import check_label_table, class_folders, ensure_labels, file_name
 
 # The run of notebook 03 whose model notebook 06 serves: the name notebook 03 gives `run_config` (a test checks it).
 FINE_TUNED_RUN = "03-dogs-fish-ray-data"
@@ -108,16 +108,16 @@ def build_standin_model(sources: config.Sources, folder: Path) -> float:
     """Fine-tune the stand-in ViT on the stand-in dogs and fish, in this process; save it to ``folder``."""
     import torch
 
-    from helpers.features import pixel_values
-    from helpers.models import load_classifier, load_processor, pretrain
+    from helpers.pipeline.features import pixel_values
+    from helpers.pipeline.models import load_classifier, load_processor, pretrain
 
     start = time.perf_counter()
     class_names = sorted(set(IMAGENETTE_SYNSETS.values()))
     train = labelled_images(sources, "train")
-    processor = load_processor(sources.vit)
+    processor = load_processor(sources.model)
     pixels = pixel_values(processor, [Image.open(io.BytesIO(body)) for body in train["body"]])
     label_ids = torch.tensor([class_names.index(label) for label in train["label"]])
-    model = load_classifier(sources.vit, class_names)
+    model = load_classifier(sources.model, class_names)
     pretrain(model, pixels, label_ids, epochs=16, batch_size=32, lr=1e-3, progress=False)  # notebook 03's 300 steps
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)

@@ -1,4 +1,4 @@
-"""Featurizing images for the ViT: the processor call on a list of images, a dataset transform, a collator."""
+"""Featurizing images for the pretrained model: the processor call on images, a dataset transform, a collator."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
-from transformers import ViTImageProcessorPil
+from transformers import BaseImageProcessor
 
 Batch = dict[str, np.ndarray]  # a Ray Data batch in numpy format
 
@@ -20,12 +20,12 @@ def to_rgb(image: Image.Image | np.ndarray) -> Image.Image:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def pixel_values(processor: ViTImageProcessorPil, images: Sequence[Image.Image | np.ndarray]) -> torch.Tensor:
+def pixel_values(processor: BaseImageProcessor, images: Sequence[Image.Image | np.ndarray]) -> torch.Tensor:
     """A float32 tensor (N, 3, H, W) ready for the model, from PIL images or HxWxC arrays."""
     return processor([to_rgb(image) for image in images], return_tensors="pt")["pixel_values"]
 
 
-def make_transform(processor: ViTImageProcessorPil) -> Callable[[dict[str, list]], dict[str, Any]]:
+def make_transform(processor: BaseImageProcessor) -> Callable[[dict[str, list]], dict[str, Any]]:
     """A batch transform for ``Dataset.with_transform``: images become ``pixel_values``, labels stay."""
 
     def transform(batch: dict[str, list]) -> dict[str, Any]:

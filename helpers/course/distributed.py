@@ -31,7 +31,7 @@ from ray.train.torch import TorchConfig
 from ray.train.torch.config import _set_torch_distributed_env_vars, _TorchBackend
 from ray.train.xgboost import XGBoostConfig
 
-from helpers.cluster import is_on_this_machine
+from helpers.course.cluster import is_on_this_machine
 
 LOOPBACK_HOST = "127.0.0.1"
 

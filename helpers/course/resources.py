@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.config import Budget
+from helpers.course.config import Budget
 
 
 def has_gpu() -> bool:

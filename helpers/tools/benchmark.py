@@ -22,9 +22,9 @@ import ray.train
 import ray.train.torch
 import torch
 
-from helpers.cifar import load_split, loaders, normalize, normalize_batch
-from helpers.loops import pairs, report_epoch, train_epoch
-from helpers.vit import Architecture, VisionTransformer
+from helpers.pipeline.cifar import load_split, loaders, normalize, normalize_batch
+from helpers.pipeline.loops import pairs, report_epoch, train_epoch
+from helpers.pipeline.vit import Architecture, VisionTransformer
 
 # How the images reach the consumer: a DataLoader over arrays loaded and normalised once ("preloaded"); Ray Data
 # over blocks read and normalised once ("materialized"); Ray Data that reads and normalises every epoch

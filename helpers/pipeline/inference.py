@@ -1,4 +1,4 @@
-"""Inference with a fine-tuned ViT: a callable class for ``Dataset.map_batches`` (notebook 03) that a Serve
+"""Inference with a fine-tuned image classifier: a callable class for ``Dataset.map_batches`` (notebook 03) that a Serve
 deployment holds too (notebook 06)."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from ray.train import Checkpoint
-from transformers import ViTForImageClassification, ViTImageProcessorPil
+from transformers import BaseImageProcessor
 
-from helpers.features import pixel_values
-from helpers.resources import device
+from helpers.course.resources import device
+from helpers.pipeline.features import pixel_values
+from helpers.pipeline.models import load_model, load_processor
 
 HF_FOLDER = "checkpoint"  # where RayTrainReportCallback puts the Hugging Face files inside a Ray checkpoint
 
@@ -28,24 +29,24 @@ def model_folder(checkpoint: Checkpoint | str | Path) -> Iterator[Path]:
         yield Path(checkpoint)
 
 
-def load_checkpoint_processor(checkpoint: Checkpoint | str | Path) -> ViTImageProcessorPil:
+def load_checkpoint_processor(checkpoint: Checkpoint | str | Path) -> BaseImageProcessor:
     """The image processor saved with a fine-tuned model, without loading the model."""
     with model_folder(checkpoint) as folder:
-        return ViTImageProcessorPil.from_pretrained(folder)
+        return load_processor(folder)
 
 
 class ImageClassifier:
     """Loads the model once (``__init__``), then labels a whole batch of images per call.
 
-    ``processor`` turns images into ``pixel_values`` (:func:`helpers.features.pixel_values`); :meth:`probabilities`
+    ``processor`` turns images into ``pixel_values`` (``features.pixel_values``); :meth:`probabilities`
     runs the model on them; ``class_names`` says what each column of the probabilities is.
     """
 
     def __init__(self, checkpoint: Checkpoint | str | Path) -> None:
         self.device = device()
         with model_folder(checkpoint) as folder:  # a Ray Train checkpoint, or a folder written by `save_pretrained`
-            self.processor = ViTImageProcessorPil.from_pretrained(folder)
-            self.model = ViTForImageClassification.from_pretrained(folder).to(self.device).eval()
+            self.processor = load_processor(folder)
+            self.model = load_model(folder).to(self.device).eval()
         self.class_names = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
 
     @torch.no_grad()

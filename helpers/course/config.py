@@ -4,7 +4,8 @@ Two settings, independent of each other:
 
 * ``COURSE_SOURCES`` picks where data and the pretrained model come from. ``standin`` (default): small,
   offline stand-ins that ``make data`` builds in ``data/``. ``real``: the Hugging Face Hub's ``beans``
-  and ViT checkpoint, CIFAR-10 and imagenette on S3 (network needed). Both go through the same code.
+  and ViT checkpoint, CIFAR-10 and imagenette on S3 (network needed). Both go through the same code;
+  ``COURSE_MODEL`` names another pretrained model than the sources' own.
 * ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
   cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
 """
@@ -12,13 +13,15 @@ Two settings, independent of each other:
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 
 import pyarrow.fs as pafs
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from helpers.course.lessons import lesson_named
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
 DATA_DIR_ENV = "COURSE_DATA_DIR"
 DATA_DIR = Path(os.environ.get(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()
@@ -28,6 +31,11 @@ RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR") or REPO_ROOT / "results"
 STORAGE_ENV = "COURSE_STORAGE_PATH"
 
 SOURCES_ENV = "COURSE_SOURCES"
+# The pretrained model the beans and dogs lessons (01 to 03, and 06 serving 03's) fine-tune, named once: unset, the
+# stand-in (COURSE_SOURCES=standin) or REAL_MODEL (real). Any image classifier that transformers' Auto classes load
+# will do, a Hub id (with COURSE_SOURCES=real: the Hub is reachable) or a `save_pretrained` folder.
+MODEL_ENV = "COURSE_MODEL"
+REAL_MODEL = "google/vit-base-patch16-224-in21k"
 BUDGET_ENV = "COURSE_BUDGET"
 VERBOSE_ENV = "COURSE_VERBOSE"
 ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
@@ -46,75 +54,138 @@ class Sources:
 
     kind: str
     beans: str  # a local imagefolder directory, or a Hub dataset id
-    vit: str  # a local `save_pretrained` directory, or a Hub model id
+    model: str  # the pretrained image classifier 01 to 03 fine-tune: a `save_pretrained` folder, or a Hub model id
     imagenette: str  # URI of a folder holding train/ and val/ synset folders
     imagenette_labels: str  # URI of the labels CSV (file_name,label)
     cifar10: str  # URI of a folder holding train/ and test/ parquet files
 
 
 @dataclass(frozen=True)
+class CoreBudget:
+    """Lesson 00, Ray Core's tasks and actors."""
+
+    tasks: int  # calls of the lesson's slow function: a loop of them, then as many tasks at once
+    task_seconds: float  # how long one call waits (it stands for a download, a query, a remote call)
+    array_mb: int  # megabytes of the array that many tasks read (ray.put)
+
+
+@dataclass(frozen=True)
+class BeansBudget:
+    """Lessons 01, 02 and 02b: the beans fine-tune (Hugging Face Trainer)."""
+
+    train_steps: int  # optimizer steps
+    batch_size: int  # global: notebook 01's one device, or split across Ray Train's workers
+    eval_steps: int  # evaluate (and checkpoint) every this many steps
+    learning_rate: float
+
+
+@dataclass(frozen=True)
+class DogsBudget:
+    """Lesson 03: dogs vs fish from Ray Data shards, then batch inference."""
+
+    train_steps: int
+    eval_steps: int
+    batch_size: int  # global
+    learning_rate: float
+    shuffle_buffer: int  # rows of each worker's local shuffle buffer (iter_torch_batches)
+    inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
+
+
+@dataclass(frozen=True)
+class CifarBudget:
+    """Lesson 04: CIFAR-10 with the plain-PyTorch ViT (lesson 07 tunes the same model)."""
+
+    architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.pipeline.vit
+    train_size: int | None  # images of the train split to use (None: all)
+    valid_size: int | None  # images of the test split to validate on (None: all)
+    epochs: int
+    batch_size: int  # global
+    learning_rate: float
+    shuffle_buffer: int  # rows of Ray Data's local shuffle buffer, per worker (iter_torch_batches)
+
+
+@dataclass(frozen=True)
+class PlaybookBudget:
+    """Lesson 05: the data-loading playbook's small models."""
+
+    rows: int  # CIFAR-10 rows read by the playbook's examples
+    epochs: int
+    batch_size: int  # per worker
+    learning_rate: float
+    xgboost_rounds: int
+    tensorflow_epochs: int
+    tensorflow_learning_rate: float
+
+
+@dataclass(frozen=True)
+class ServeBudget:
+    """Lesson 06: serving the fine-tuned model with Ray Serve."""
+
+    max_batch_size: int  # requests a replica groups into one forward pass (@serve.batch)
+    batch_wait_s: float  # how long a replica waits for more requests before it runs a smaller batch
+    load_requests: int  # requests of one load test (each held-out image at most once per test)
+    load_concurrency: int  # requests in flight at once during a load test: the clients
+    max_replicas: int  # the most replicas autoscaling may start (each holds a copy of the model)
+    upscale_delay_s: float  # how long the load must stay high before autoscaling adds a replica
+    downscale_delay_s: float  # how long it must stay low before autoscaling removes one
+    look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
+    target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
+
+
+@dataclass(frozen=True)
+class TuneBudget:
+    """Lesson 07: choosing notebook 04's hyperparameters with Ray Tune."""
+
+    train_size: int  # the first images of the train split: what every trial trains on
+    valid_size: int  # the next images of the train split: the validation set that ranks the trials
+    test_size: int | None  # images of the test split that judge the chosen model at the end (None: all)
+    samples: int  # trials of the search with early stopping (ASHA), each training in its own Tune process
+    epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
+    train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
+    train_epochs: int  # epochs of each of those trials
+    workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
+
+
+SECTIONS = {
+    "core": CoreBudget,
+    "beans": BeansBudget,
+    "dogs": DogsBudget,
+    "cifar": CifarBudget,
+    "playbook": PlaybookBudget,
+    "serve": ServeBudget,
+    "tune": TuneBudget,
+}  # a lesson's record (helpers.course.lessons) names the section it reads
+
+
+@dataclass(frozen=True)
 class Budget:
-    """How much work each notebook does, and with how many workers: follows the hardware, not the sources.
+    """How much work each lesson does, and with how many workers: follows the hardware, not the sources.
 
     ``cpu`` is a laptop's budget (minutes per notebook on 2 cores); ``gpu`` is the real thing for a GPU
-    cluster (the seeds' settings). Every knob a notebook turns comes from here.
+    cluster (the seeds' settings). The fields every lesson shares come first, then one section per lesson
+    (``budget.beans.train_steps``). Every knob a notebook turns comes from here.
     """
 
     kind: str
     max_workers: int  # Ray Train workers (one per GPU on a GPU cluster, up to this many)
     max_actors: int  # actors of a batch-inference or featurizing pool
     eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
-    # notebook 00: Ray Core's tasks and actors
-    core_tasks: int  # calls of the lesson's slow function: a loop of them, then as many tasks at once
-    core_task_seconds: float  # how long one call waits (it stands for a download, a query, a remote call)
-    core_array_mb: int  # megabytes of the array that many tasks read (ray.put)
-    # notebooks 01, 02, 02b: the beans fine-tune (Hugging Face Trainer)
-    beans_train_steps: int  # optimizer steps
-    beans_batch_size: int  # global: notebook 01's one device, or split across Ray Train's workers
-    beans_eval_steps: int  # evaluate (and checkpoint) every this many steps
-    beans_learning_rate: float
-    # notebook 03: dogs vs fish from Ray Data shards, then batch inference
-    dogs_train_steps: int
-    dogs_eval_steps: int
-    dogs_batch_size: int  # global
-    dogs_learning_rate: float
-    dogs_shuffle_buffer: int  # rows of each worker's local shuffle buffer (iter_torch_batches)
-    inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
-    # notebook 04: CIFAR-10 with the plain-PyTorch ViT
-    cifar_architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
-    cifar_train_size: int | None  # images of the train split to use (None: all)
-    cifar_valid_size: int | None  # images of the test split to validate on (None: all)
-    cifar_epochs: int
-    cifar_batch_size: int  # global
-    cifar_learning_rate: float
-    cifar_shuffle_buffer: int  # rows of Ray Data's local shuffle buffer, per worker (iter_torch_batches)
-    # notebook 05: the data-loading playbook's small models
-    playbook_rows: int  # CIFAR-10 rows read by the playbook's examples
-    playbook_epochs: int
-    playbook_batch_size: int  # per worker
-    playbook_learning_rate: float
-    xgboost_rounds: int
-    tensorflow_epochs: int
-    tensorflow_learning_rate: float
-    # notebook 06: serving the fine-tuned model with Ray Serve
-    serve_max_batch_size: int  # requests a replica groups into one forward pass (@serve.batch)
-    serve_batch_wait_s: float  # how long a replica waits for more requests before it runs a smaller batch
-    serve_load_requests: int  # requests of one load test (each held-out image at most once per test)
-    serve_load_concurrency: int  # requests in flight at once during a load test: the clients
-    serve_max_replicas: int  # the most replicas autoscaling may start (each holds a copy of the model)
-    serve_upscale_delay_s: float  # how long the load must stay high before autoscaling adds a replica
-    serve_downscale_delay_s: float  # how long it must stay low before autoscaling removes one
-    serve_look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
-    serve_target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
-    # notebook 07: choosing notebook 04's hyperparameters with Ray Tune
-    tune_train_size: int  # the first images of the train split: what every trial trains on
-    tune_valid_size: int  # the next images of the train split: the validation set that ranks the trials
-    tune_test_size: int | None  # images of the test split that judge the chosen model at the end (None: all)
-    tune_samples: int  # trials of the search with early stopping (ASHA), each training in its own Tune process
-    tune_epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
-    tune_train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
-    tune_train_epochs: int  # epochs of each of those trials
-    tune_workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
+    core: CoreBudget
+    beans: BeansBudget
+    dogs: DogsBudget
+    cifar: CifarBudget
+    playbook: PlaybookBudget
+    serve: ServeBudget
+    tune: TuneBudget
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Budget:
+        """The budget that ``dataclasses.asdict`` turned into ``values`` (a Ray Train worker's ``loop_config``)."""
+        return cls(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in values.items()})
+
+    def shared(self) -> dict:
+        """The fields every lesson shares (not a section)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS and f.name != "kind"}
 
 
 def _standin_sources(data_dir: Path) -> Sources:
@@ -122,7 +193,7 @@ def _standin_sources(data_dir: Path) -> Sources:
     return Sources(
         kind="standin",
         beans=str(data_dir / STANDIN_BEANS),
-        vit=str(data_dir / STANDIN_VIT),
+        model=os.environ.get(MODEL_ENV) or str(data_dir / STANDIN_VIT),
         imagenette=str(imagenette),
         imagenette_labels=str(imagenette / "labels.csv"),
         cifar10=str(data_dir / STANDIN_CIFAR10),
@@ -133,7 +204,7 @@ def _real_sources(data_dir: Path) -> Sources:
     return Sources(
         kind="real",
         beans="beans",
-        vit="google/vit-base-patch16-224-in21k",
+        model=os.environ.get(MODEL_ENV) or REAL_MODEL,
         imagenette="s3://anonymous@air-example-data-2/imagenette2",
         # imagenette ships no labels file: `make data` writes one for the real folders.
         imagenette_labels=str(data_dir / "imagenette2-labels.csv"),
@@ -148,50 +219,50 @@ _CPU = Budget(
     max_workers=2,
     max_actors=2,
     eval_batch_size=64,
-    core_tasks=8,
-    core_task_seconds=0.5,
-    core_array_mb=40,
-    beans_train_steps=300,
-    beans_batch_size=32,
-    beans_eval_steps=50,
-    beans_learning_rate=1e-3,
-    dogs_train_steps=300,
-    dogs_eval_steps=50,
-    dogs_batch_size=32,
-    dogs_learning_rate=1e-3,
-    dogs_shuffle_buffer=256,
-    inference_batch_size=64,
-    cifar_architecture="small",
-    cifar_train_size=4000,
-    cifar_valid_size=1000,
-    cifar_epochs=2,
-    cifar_batch_size=64,
-    cifar_learning_rate=1e-3,
-    cifar_shuffle_buffer=1000,
-    playbook_rows=2000,
-    playbook_epochs=2,
-    playbook_batch_size=64,
-    playbook_learning_rate=0.01,
-    xgboost_rounds=30,
-    tensorflow_epochs=5,
-    tensorflow_learning_rate=0.2,
-    serve_max_batch_size=16,
-    serve_batch_wait_s=0.01,
-    serve_load_requests=100,
-    serve_load_concurrency=16,
-    serve_max_replicas=2,
-    serve_upscale_delay_s=2.0,
-    serve_downscale_delay_s=5.0,
-    serve_look_back_s=11.0,
-    serve_target_ongoing_requests=4,
-    tune_train_size=800,
-    tune_valid_size=500,
-    tune_test_size=1000,
-    tune_samples=4,
-    tune_epochs=3,
-    tune_train_samples=4,
-    tune_train_epochs=2,
-    tune_workers=2,
+    core=CoreBudget(tasks=8, task_seconds=0.5, array_mb=40),
+    beans=BeansBudget(train_steps=300, batch_size=32, eval_steps=50, learning_rate=1e-3),
+    dogs=DogsBudget(
+        train_steps=300, eval_steps=50, batch_size=32, learning_rate=1e-3, shuffle_buffer=256, inference_batch_size=64
+    ),
+    cifar=CifarBudget(
+        architecture="small",
+        train_size=4000,
+        valid_size=1000,
+        epochs=2,
+        batch_size=64,
+        learning_rate=1e-3,
+        shuffle_buffer=1000,
+    ),
+    playbook=PlaybookBudget(
+        rows=2000,
+        epochs=2,
+        batch_size=64,
+        learning_rate=0.01,
+        xgboost_rounds=30,
+        tensorflow_epochs=5,
+        tensorflow_learning_rate=0.2,
+    ),
+    serve=ServeBudget(
+        max_batch_size=16,
+        batch_wait_s=0.01,
+        load_requests=100,
+        load_concurrency=16,
+        max_replicas=2,
+        upscale_delay_s=2.0,
+        downscale_delay_s=5.0,
+        look_back_s=11.0,
+        target_ongoing_requests=4,
+    ),
+    tune=TuneBudget(
+        train_size=800,
+        valid_size=500,
+        test_size=1000,
+        samples=4,
+        epochs=3,
+        train_samples=4,
+        train_epochs=2,
+        workers=2,
+    ),
 )
 _BUDGETS = {
     "cpu": _CPU,
@@ -200,28 +271,21 @@ _BUDGETS = {
         kind="gpu",
         max_workers=16,
         max_actors=8,
-        beans_train_steps=200,
-        beans_learning_rate=2e-4,
-        dogs_train_steps=150,
-        dogs_batch_size=64,
-        dogs_learning_rate=2e-4,
-        inference_batch_size=128,
-        cifar_architecture="full",
-        cifar_train_size=None,
-        cifar_valid_size=None,
-        cifar_epochs=10,
-        cifar_batch_size=512,
-        playbook_rows=10_000,
-        serve_max_batch_size=32,
-        serve_load_concurrency=64,
-        serve_max_replicas=8,
-        tune_train_size=45_000,
-        tune_valid_size=5_000,
-        tune_test_size=None,
-        tune_samples=16,
-        tune_epochs=10,
-        tune_train_samples=8,
-        tune_train_epochs=10,
+        beans=replace(_CPU.beans, train_steps=200, learning_rate=2e-4),
+        dogs=replace(_CPU.dogs, train_steps=150, batch_size=64, learning_rate=2e-4, inference_batch_size=128),
+        cifar=replace(_CPU.cifar, architecture="full", train_size=None, valid_size=None, epochs=10, batch_size=512),
+        playbook=replace(_CPU.playbook, rows=10_000),
+        serve=replace(_CPU.serve, max_batch_size=32, load_concurrency=64, max_replicas=8),
+        tune=replace(
+            _CPU.tune,
+            train_size=45_000,
+            valid_size=5_000,
+            test_size=None,
+            samples=16,
+            epochs=10,
+            train_samples=8,
+            train_epochs=10,
+        ),
     ),
 }
 
@@ -277,24 +341,16 @@ def get_budget(gpus: float = 0, kind: str | None = None) -> Budget:
     return _BUDGETS[budget_kind(gpus, kind)]
 
 
-# What each lesson reads from the sources and the budget (what ``describe`` shows for it).
-LESSONS = {
-    "beans": (("beans", "vit"), ("beans_", "eval_batch_size", "max_workers")),
-    "dogs": (("imagenette", "imagenette_labels", "vit"), ("dogs_", "eval_batch_size", "inference_", "max_")),
-    "cifar": (("cifar10",), ("cifar_", "max_workers")),
-    "playbook": (("cifar10",), ("playbook_", "xgboost_", "tensorflow_", "max_workers")),
-    "serve": (("imagenette", "imagenette_labels"), ("serve_",)),
-    "tune": (("cifar10",), ("tune_", "cifar_architecture", "cifar_batch_size", "cifar_learning_rate")),
-}
-
-
 def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
-    """What a notebook runs with: its sources, its knobs from the budget, the plan (everything without ``lesson``)."""
-    source_names, knob_prefixes = LESSONS[lesson] if lesson else (None, ("",))
+    """What a notebook runs with: its sources, its budget section and the shared knobs, the plan (all without
+    ``lesson``). ``lesson`` is the notebook's name (``"03_ray_data"``); its record says which sources and section."""
+    record = lesson_named(lesson) if lesson else None
     shown_sources = {
-        k: v for k, v in asdict(sources).items() if k != "kind" and (not source_names or k in source_names)
+        k: v for k, v in asdict(sources).items() if k != "kind" and (record is None or k in record.sources)
     }
-    knobs = {k: v for k, v in asdict(budget).items() if k != "kind" and k.startswith(knob_prefixes)}
+    sections = [record.budget, *record.reads] if record else list(SECTIONS)
+    knobs = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
+    knobs |= {f"{s}.{k}": v for s in sections for k, v in asdict(getattr(budget, s)).items()}
     lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
     lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs)"]
     lines += ["  " + ", ".join(f"{k}={v}" for k, v in knobs.items())]
@@ -337,7 +393,7 @@ def require_data(sources: Sources) -> Sources:
 
 def require_remote(uri: str, what: str) -> str:
     """``uri`` if something is there; otherwise an error naming the URI, what it is for, and how to change it."""
-    fix = f"check the bucket and prefix, or change {SOURCES_ENV} (or the URI in helpers/config.py)"
+    fix = f"check the bucket and prefix, or change {SOURCES_ENV} (or the URI in helpers/course/config.py)"
     try:
         found = exists(uri)
     except OSError as error:  # no such bucket, no network, no permission

@@ -14,7 +14,7 @@ from ray.train import Checkpoint
 from torch import nn
 from tqdm import tqdm
 
-from helpers.metrics import require_examples
+from helpers.pipeline.metrics import require_examples
 
 WEIGHTS_FILE = "model.pt"  # a plain PyTorch checkpoint: the state dict of the unwrapped model
 

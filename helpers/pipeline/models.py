@@ -1,18 +1,28 @@
-"""Hugging Face ViT models: the stand-in checkpoint, and loading any checkpoint with a new head."""
+"""The pretrained image classifier the beans and dogs lessons fine-tune (``Sources.model``, ``COURSE_MODEL``): loaded
+through transformers' Auto classes, so another image classifier from the Hub is a setting; the stand-in, a tiny ViT."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessorPil
+from transformers import (
+    AutoImageProcessor,
+    AutoModelForImageClassification,
+    BaseImageProcessor,
+    PreTrainedModel,
+    ViTConfig,
+    ViTForImageClassification,
+    ViTImageProcessorPil,
+)
 
-from helpers.config import is_local, require_local
+from helpers.course.config import is_local, require_local
 
 # The stand-in checkpoint's configuration: a Hugging Face ViT like google/vit-base-patch16-224-in21k, much smaller
-# (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.vit).
+# (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.pipeline.vit).
 STANDIN_VIT_CONFIG = dict(
     image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
     num_attention_heads=4, intermediate_size=256,
@@ -37,22 +47,32 @@ def standin_processor() -> ViTImageProcessorPil:
     return ViTImageProcessorPil(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
 
 
-def _checkpoint(name_or_path: str) -> str:
+# transformers 5 has two kinds of image processor: torchvision's and PIL's. The course installs no torchvision (with
+# the CPU build of torch it breaks transformers' vision models), so it asks for PIL's.
+IMAGE_BACKEND = "pil"
+
+
+def _checkpoint(name_or_path: str | Path) -> str:
     """Fail early, with the fix, when a local checkpoint folder has not been built."""
-    if is_local(name_or_path):
-        require_local(name_or_path, "pretrained ViT checkpoint")
-    return name_or_path
+    if is_local(str(name_or_path)):
+        require_local(name_or_path, "pretrained model checkpoint")
+    return str(name_or_path)
 
 
-def load_processor(name_or_path: str) -> ViTImageProcessorPil:
-    """The image processor saved with a checkpoint (a local folder or a Hub id)."""
-    return ViTImageProcessorPil.from_pretrained(_checkpoint(name_or_path))
+def load_processor(name_or_path: str | Path) -> BaseImageProcessor:
+    """The image processor saved with a checkpoint (a local folder or a Hub id), whatever the model's kind."""
+    return AutoImageProcessor.from_pretrained(_checkpoint(name_or_path), backend=IMAGE_BACKEND)
 
 
-def load_classifier(name_or_path: str, class_names: Sequence[str]) -> ViTForImageClassification:
-    """A pretrained ViT with a new, randomly initialised head for ``class_names``."""
+def load_model(name_or_path: str | Path) -> PreTrainedModel:
+    """A fine-tuned image classifier as it was saved (its head and its class names), whatever the model's kind."""
+    return AutoModelForImageClassification.from_pretrained(_checkpoint(name_or_path))
+
+
+def load_classifier(name_or_path: str | Path, class_names: Sequence[str]) -> PreTrainedModel:
+    """A pretrained image classifier with a new, randomly initialised head for ``class_names``."""
     id2label, label2id = label_maps(class_names)
-    return ViTForImageClassification.from_pretrained(
+    return AutoModelForImageClassification.from_pretrained(
         _checkpoint(name_or_path),
         num_labels=len(class_names),
         id2label=id2label,
@@ -62,7 +82,7 @@ def load_classifier(name_or_path: str, class_names: Sequence[str]) -> ViTForImag
 
 
 def pretrain(
-    model: ViTForImageClassification,
+    model: PreTrainedModel,
     pixel_values: torch.Tensor,
     label_ids: torch.Tensor,
     epochs: int = 3,
@@ -97,7 +117,7 @@ def pretrain(
 
 
 @torch.no_grad()
-def predict(model: ViTForImageClassification, pixel_values: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+def predict(model: PreTrainedModel, pixel_values: torch.Tensor, batch_size: int = 256) -> np.ndarray:
     """Class ids predicted for a tensor of preprocessed images."""
     model.eval()
     device = next(model.parameters()).device

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from helpers.config import filesystem
+from helpers.course.config import filesystem
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, TensorDataset

@@ -1,4 +1,4 @@
-"""Checks for lesson 07's "Your turn" (Ray Tune): the verdicts, the record and the rules of ``helpers.exercises``.
+"""Checks for lesson 07's "Your turn" (Ray Tune): on the rules of :mod:`helpers.exercises.checking`.
 
 Each check runs the learner's code on inputs of its own, prints one verdict (✓, ✗ with a hint, or "not done yet"),
 never raises, and never waits long: the learner's code runs with a time limit, and the check's own Tune experiment
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers.exercises import Verdict, _attached, _check, _NotDone, attempt, untouched
+from helpers.exercises.checking import Verdict, _attached, _check, _NotDone, attempt, untouched
 
 CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right answer needs
 EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds on an idle laptop
@@ -224,7 +224,7 @@ def made_up_results() -> Any:
     """07.2's ResultGrid: a small Tune experiment of :func:`made_up_trial`, one trial per curve, on the cluster."""
     from ray import tune
 
-    from helpers.config import run_name, storage_path
+    from helpers.course.config import run_name, storage_path
 
     tuner = tune.Tuner(
         tune.with_resources(made_up_trial, {"cpu": 1}),

@@ -15,8 +15,8 @@ import torch
 from ray.train import CheckpointConfig, LoggingConfig, RunConfig
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from helpers.config import CHECKPOINTS_KEPT, run_name, storage_path, verbose
-from helpers.resources import precision_args
+from helpers.course.config import CHECKPOINTS_KEPT, run_name, storage_path, verbose
+from helpers.course.resources import precision_args
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:

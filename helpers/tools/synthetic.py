@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from helpers.catalog import BEANS_CLASSES
+from helpers.pipeline.catalog import BEANS_CLASSES
 
 IMAGENETTE_SPLITS = {"train": 300, "val": 100}  # images per class
 GRAYSCALE_SHARE = 0.04  # imagenette has a few percent grayscale JPEGs too

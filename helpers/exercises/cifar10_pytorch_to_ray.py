@@ -1,0 +1,270 @@
+"""The "Your turn" checks of notebook 04 (CIFAR-10, from PyTorch to Ray) (rules: ``helpers.exercises.checking``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from helpers.exercises.checking import Verdict, _attached, _check, _failure, _NotDone, attempt, untouched
+from helpers.exercises.train_runs import (
+    RUN_LIMIT_S,
+    WORKER_LIMIT_S,
+    _fit_within,
+    _Reports,
+    _run_watched,
+    _stopped_finding,
+)
+
+
+def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
+    """04.1: ``normalize_batch(batch)`` for ``map_batches``: uint8 (N, H, W, C) to normalised float (N, C, H, W)."""
+    from helpers.pipeline.cifar import normalize
+
+    def run() -> str:
+        # images of a size the lesson never used, so that no shape can be written in by hand
+        images = np.random.default_rng(0).integers(0, 256, (6, 24, 20, 3), dtype=np.uint8)
+        labels = np.array([3, 1, 4, 1, 5, 9])
+        out = attempt(normalize_batch, {"image": images.copy(), "label": labels.copy()})
+        assert isinstance(out, Mapping) and {"image", "label"} <= set(out), (
+            f"it returned {type(out).__name__}{' with ' + str(sorted(out)) if isinstance(out, Mapping) else ''}: "
+            "`map_batches` wants the batch back, a dict with both columns, `image` and `label`"
+        )
+        result = np.asarray(out["image"])
+        assert result.shape == (6, 3, 24, 20), (
+            f"6 images of 24x20 pixels came back with shape {result.shape}: channels go first, (N, C, H, W), "
+            "whatever the image size (`transpose`, not a reshape to 32x32)"
+        )
+        assert result.dtype == np.float32, (
+            f"{result.dtype} images: the model's weights are float32, so its images must be too"
+        )
+        expected = normalize(images)
+        if not np.allclose(result, expected, atol=1e-5):
+            assert not math.isclose(float(result.mean()), 0, abs_tol=1e-3) or not math.isclose(
+                float(result.std()), 1, rel_tol=1e-2
+            ), (
+                "every batch comes out with mean 0 and std 1: you standardised by the batch's own statistics, so the "
+                "same image gets other values in another batch. Use the fixed mean and std of the lesson (0.5 and 0.5)"
+            )
+            raise AssertionError(
+                f"values from {result.min():.2f} to {result.max():.2f}; the lesson's images go from -1 to 1: scale "
+                "to [0, 1] first (divide by 255), then subtract the mean, divide by the standard deviation (0.5 each)"
+            )
+        assert np.array_equal(np.asarray(out["label"]), labels), "the labels changed: keep them as they are"
+        return "the same values as the lesson's `normalize` on images of another size, labels kept"
+
+    return _check("04.1", run)
+
+
+def hidden_model() -> torch.nn.Module:
+    """The model 04.2's check trains: a linear classifier of (3, 4, 4) inputs into 2 classes, the same on every call."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 2))
+
+
+def hidden_problem(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """04.2's data, not the lesson's: (rows, 3, 4, 4) float32 noise, label 1 where channel 0 is brighter than 1."""
+    images = np.random.default_rng(seed).normal(size=(rows, 3, 4, 4)).astype(np.float32)
+    return images, (images[:, 0].mean(axis=(1, 2)) > images[:, 1].mean(axis=(1, 2))).astype(np.int64)
+
+
+def _observed(loop_config: dict) -> None:
+    """Runs on each Ray Train worker: the learner's function, watched (``_run_watched``: its reports counted, with
+    the training losses of the batches since the last report), then whether the workers' models agree."""
+    import ray.train
+
+    config = dict(loop_config)
+    learner, tally, reports = config.pop("learner"), config.pop("tally"), config.pop("reports")
+    made: list[torch.nn.Module] = []
+    losses: list[tuple[float, int]] = []  # (loss, batch size) of each training batch since the last report
+    cross_entropy = torch.nn.functional.cross_entropy
+
+    def make_model() -> torch.nn.Module:
+        made.append(hidden_model())
+        return made[-1]
+
+    def counted_cross_entropy(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        loss = cross_entropy(input, *args, **kwargs)
+        if torch.is_grad_enabled() and loss.dim() == 0:
+            losses.append((float(loss.detach()), int(input.shape[0])))
+        return loss
+
+    def batch_losses() -> dict:
+        if not losses:
+            return {}
+        values, sizes = np.array([v for v, _ in losses]), np.array([n for _, n in losses])
+        found = {"batches": len(values), "last": float(values[-1]), "mean": float(values.mean())}
+        found["weighted"] = float((values * sizes).sum() / sizes.sum())
+        losses.clear()
+        return found
+
+    torch.nn.functional.cross_entropy = counted_cross_entropy  # nn.CrossEntropyLoss calls it too
+    try:
+        _run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
+    finally:
+        torch.nn.functional.cross_entropy = cross_entropy
+    spread = -1.0  # no model built with make_model
+    if made:
+        weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
+        everyone = [torch.zeros_like(weights) for _ in range(ray.train.get_context().get_world_size())]
+        torch.distributed.all_gather(everyone, weights)
+        spread = max(float((other - everyone[0]).abs().max()) for other in everyone)
+    tally.add.remote(rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread)
+
+
+def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
+    """04.2: ``train_from_shard(loop_config)`` trains on Ray Train from ``get_dataset_shard("train")``, one report
+    with a checkpoint per epoch; run on 2 CPU workers with a small problem of the check's own."""
+    import ray
+    import ray.data
+    from ray.train import CheckpointConfig, LoggingConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from helpers.course.config import run_name, storage_path
+    from helpers.course.distributed import torch_config
+    from helpers.pipeline.loops import WEIGHTS_FILE
+    from helpers.pipeline.measure import Tally
+
+    def run() -> str:
+        if untouched(train_from_shard):
+            raise _NotDone
+        _attached()
+        images, labels = hidden_problem(512, seed=1)
+        train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
+        epochs, tally = 3, Tally.remote()
+        reports = ray.remote(num_cpus=0)(_Reports).remote()
+        loop_config = {
+            "epochs": epochs,
+            "batch_size": 32,
+            "lr": 0.05,
+            "learner": train_from_shard,
+            "tally": tally,
+            "reports": reports,
+        }
+        trainer = TorchTrainer(
+            _observed,
+            train_loop_config=loop_config,
+            datasets={"train": train},
+            scaling_config=ScalingConfig(num_workers=workers),
+            torch_config=torch_config(),
+            run_config=RunConfig(
+                name=run_name("exercise-04.2"),
+                storage_path=storage_path(),  # every worker writes its checkpoints there, on any node
+                checkpoint_config=CheckpointConfig(num_to_keep=None),
+                logging_config=LoggingConfig(log_level="ERROR"),
+            ),
+        )
+        try:
+            try:
+                result = _fit_within(trainer)
+            except Exception as error:  # the learner's error, raised in a worker, or a worker the check stopped
+                stopped = ray.get(reports.state.remote())["stopped"]
+                if stopped:
+                    raise AssertionError(_stopped_finding(stopped, WORKER_LIMIT_S)) from None
+                found = _failure(error)
+                if "NotImplementedError" in found:
+                    raise _NotDone from None
+                raise AssertionError(
+                    f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
+                    'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
+                    "`image` and `label`"
+                ) from None
+            calls = ray.get(reports.state.remote())["calls"]
+        finally:
+            ray.kill(reports)
+        return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers, calls)
+
+    return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
+
+
+def _judge_train_run(
+    result: Any,
+    workers_seen: pd.DataFrame,
+    epochs: int,
+    weights_file: str,
+    workers: int,
+    calls: dict[str, list[dict]] | None = None,
+) -> str:
+    """04.2's findings on a finished run: the reports (``calls``: each worker's ``ray.train.report`` calls, as
+    ``_Reports`` kept them), the checkpoint, the workers' agreement, the model's skill."""
+    import os
+
+    models = workers_seen["models"].tolist() if len(workers_seen) else []
+    assert models and min(models) >= 1, (
+        'the check\'s model was never built: make it with `loop_config["make_model"]()` (the check trains a model '
+        "of its own on data of its own)"
+    )
+    assert result.checkpoint is not None, (
+        "no checkpoint reached Ray Train: every worker calls `ray.train.report(metrics, checkpoint=...)` once per "
+        "epoch; rank 0 passes `Checkpoint.from_directory(folder)` of a folder holding the weights, the others "
+        "`checkpoint=None`"
+    )
+    reports = len(result.metrics_dataframe)
+    assert reports == epochs, (
+        f"{reports} report(s) with a checkpoint for {epochs} epochs: report once per epoch, and train for "
+        '`loop_config["epochs"]` epochs (the check asks for a number you have not seen)'
+    )
+    losses = result.metrics_dataframe.get("loss")
+    assert losses is not None and losses.notna().all(), (
+        f"your reports hold {sorted(result.metrics)}: report the epoch's mean training loss as `loss`"
+    )
+    assert losses.nunique() > 1, (
+        f"the same loss, {losses.iloc[0]}, in every report: report the loss that this epoch's training computed"
+    )
+    calls = calls or {}
+    attaching = sorted(
+        int(worker.split("/")[1]) for worker, made in calls.items() if any(c["checkpoint"] for c in made)
+    )
+    assert not [rank for rank in attaching if rank != 0], (
+        f"workers {attaching} each attached a checkpoint: the workers hold the same model (prepare_model keeps them "
+        "equal), so only rank 0 attaches one, `checkpoint=None` on the others (every worker still calls "
+        "`ray.train.report`); otherwise every worker uploads a copy of the same weights"
+    )
+    measured = [c for c in calls.get("1/0", []) if "loss" in c and c.get("batches", 0) > 1]
+    if measured:  # rank 0's reported losses, next to the losses of the batches it trained on since the last report
+        last_batch = all(
+            math.isclose(c["loss"], c["last"], rel_tol=1e-4)
+            and not math.isclose(c["loss"], c["mean"], rel_tol=1e-4)
+            and not math.isclose(c["loss"], c["weighted"], rel_tol=1e-4)
+            for c in measured
+        )
+        assert not last_batch, (
+            "the loss in each report is the epoch's *last batch's* loss: one batch of many, it jumps from epoch to "
+            "epoch. Report the mean over the epoch's batches (sum each batch's loss, divide by their number)"
+        )
+    with result.checkpoint.as_directory() as folder:
+        path = os.path.join(folder, weights_file)
+        assert os.path.exists(path), (
+            f"the checkpoint holds {sorted(os.listdir(folder))}, no `{weights_file}`: save the state dict with "
+            f"`torch.save(..., os.path.join(folder, WEIGHTS_FILE))` before `Checkpoint.from_directory(folder)`"
+        )
+        weights = torch.load(path)
+    wrapped = [name for name in weights if name.startswith("module.")]
+    assert not wrapped, (
+        f"the saved weights are named `{wrapped[0]}`: that is the DistributedDataParallel wrapper's state dict, "
+        "which a plain model cannot load. Save the unwrapped module's: `model.module.state_dict()`"
+    )
+    model = hidden_model()
+    model.load_state_dict(weights)
+    spread = float(workers_seen["spread"].max())
+    assert spread <= 1e-5, (
+        f"the {workers} workers ended with different weights (by up to {spread:.3f}): each trained a copy of its own "
+        "on its share of the data. `ray.train.torch.prepare_model(model)` wraps it so that the workers average "
+        "their gradients at every step"
+    )
+    images, labels = hidden_problem(400, seed=2)  # examples no worker saw
+    with torch.no_grad():
+        accuracy = float((model(torch.from_numpy(images)).argmax(-1).numpy() == labels).mean())
+    assert accuracy >= 0.8, (
+        f"the model of the last checkpoint is right on {accuracy:.0%} of new examples (chance: 50%): does every batch "
+        "of every epoch go through the loss, `backward()` and `optimizer.step()`, with the optimizer's lr from "
+        "`loop_config`? Is the checkpoint saved after the epoch's training?"
+    )
+    return (
+        f"{workers} workers trained one model from their shards: {epochs} reports with a checkpoint, unwrapped "
+        f"weights that load into a plain model, right on {accuracy:.0%} of examples it never saw"
+    )

@@ -1,0 +1,172 @@
+"""The "Your turn" checks of notebook 06 (Ray Serve) (rules: ``helpers.exercises.checking``)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from helpers.exercises.checking import Verdict, _check, _NotDone, attempt
+
+EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
+
+
+def score_batch(values: list[float]) -> list[tuple[float, int]]:
+    """06.1's model: scores a whole list of numbers in one call, each answer with the size of the list it came in."""
+    return [(round(2 * value + 1, 6), len(values)) for value in values]
+
+
+def _serve_is_running() -> bool:
+    from ray import serve
+
+    return bool(serve.status().proxies)
+
+
+def _call_once(deployment: Any) -> None:
+    """Call the class of ``deployment`` once, here, outside Serve: raises ``_NotDone`` if it is still a stub.
+
+    Anything else it raises is left for the check to find when it runs the deployment on Serve."""
+    import asyncio
+
+    async def call() -> None:
+        result = deployment.func_or_class(score_batch)(1)
+        if inspect.isawaitable(result):
+            await asyncio.wait_for(result, timeout=10)
+
+    try:
+        asyncio.run(call())
+    except NotImplementedError:
+        raise _NotDone from None
+    except Exception:  # noqa: S110  (a right answer may need Serve to run at all)
+        pass
+
+
+def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
+    """06.1: ``deployment``, bound to a scoring function, groups requests arriving one at a time into batches."""
+    from ray import serve
+    from ray.serve import Deployment
+
+    from helpers.pipeline.serving import serve_logging
+
+    def run() -> str:
+        if not isinstance(deployment, Deployment):
+            raise AssertionError(
+                f"it is a {type(deployment).__name__}, not a Serve deployment: decorate the class with "
+                "`@serve.deployment` (and its method with `@serve.batch`)"
+            )
+        with ThreadPoolExecutor(max_workers=1) as pool:  # untouched? find out here, without starting a replica
+            pool.submit(_call_once, deployment).result()
+        taken = deployment.max_ongoing_requests
+        assert taken >= max_batch_size, (
+            f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
+            f"{max_batch_size} never fills. Let it take at least {max_batch_size} in `@serve.deployment(...)`"
+        )
+        assert _serve_is_running(), "Serve is not running here: run the lesson's cell with `serve.start(...)` first"
+        values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
+
+        quiet = serve_logging()
+
+        def deploy_and_call() -> list:  # in a thread of its own: a notebook's event loop forbids waiting in it
+            handle = attempt(  # Serve's logging as the lesson's: no line per request
+                serve.run, deployment.bind(score_batch), name=EXERCISE_APP, route_prefix=None, logging_config=quiet
+            )
+            responses = [handle.remote(value) for value in values]
+            return [attempt(response.result, timeout_s=120) for response in responses]
+
+        try:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                answers = pool.submit(deploy_and_call).result()
+        finally:
+            serve.delete(EXERCISE_APP)
+        for value, answer in zip(values, answers, strict=True):
+            assert isinstance(answer, tuple | list) and len(answer) == 2, (
+                f"a request for {value} got {answer!r}: answer each request with what `score` returned for its value "
+                "(call `self.score` with the whole batch)"
+            )
+            assert answer[0] == 2 * value + 1, (
+                f"the request for {value} got the answer for another value ({answer[0]}): return `score`'s answers "
+                "in the order of the batch, one per request"
+            )
+        sizes = sorted({int(answer[1]) for answer in answers})
+        assert max(sizes) > 1, (
+            "every call of `score` had one value: the requests were not grouped. Decorate the method with "
+            f"`@serve.batch(max_batch_size={max_batch_size})` and let it take a list of values"
+        )
+        assert max(sizes) <= max_batch_size, (
+            f"a batch of {max(sizes)} values: keep batches to {max_batch_size} (`max_batch_size`)"
+        )
+        return f"48 requests arriving one at a time were answered in batches of up to {max(sizes)}, each answer its own"
+
+    return _check("06.1", run, limit_s=300)
+
+
+MODEL_MAX_ONGOING = 32  # 06.2: the lesson's Model takes two batches of 16 at a time (unless the options say other)
+
+
+def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Verdict:
+    """06.2: ``scaling_options(resources)`` gives a model deployment's ``.options(...)``: it scales with the load,
+    keeps a replica ready, and asks for one GPU per replica only on a cluster with GPUs, no more replicas than GPUs."""
+    from ray import serve
+
+    @serve.deployment(max_ongoing_requests=MODEL_MAX_ONGOING)
+    class Model:  # what the options go to: Serve checks them as it would for the lesson's Model
+        pass
+
+    def options_for(resources: dict[str, float]) -> tuple[dict, Any]:
+        options = attempt(scaling_options, dict(resources))
+        assert isinstance(options, Mapping), f"it returned a {type(options).__name__}: return the dict for `.options`"
+        try:
+            configured = Model.options(**options)
+        except Exception as error:  # Serve refuses the options: its message says why
+            raise AssertionError(
+                f"Serve refuses these options ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
+            ) from None
+        return dict(options), configured
+
+    def run() -> str:
+        options, configured = options_for({"CPU": 8.0})
+        assert "num_replicas" not in options or options["num_replicas"] == "auto", (
+            "a fixed `num_replicas` does not follow the load: give an `autoscaling_config` instead"
+        )
+        scaling = configured._deployment_config.autoscaling_config
+        assert scaling is not None, (
+            "no `autoscaling_config`: without it the deployment keeps one replica whatever the load"
+        )
+        assert scaling.min_replicas >= 1, (
+            f"min_replicas={scaling.min_replicas}: with no replica kept, the first request after a quiet spell waits "
+            "for a replica to start and load the model (seconds). Keep at least one"
+        )
+        assert scaling.max_replicas > scaling.min_replicas, (
+            f"min_replicas={scaling.min_replicas} and max_replicas={scaling.max_replicas}: nothing can scale; let "
+            "max_replicas be higher"
+        )
+        taken = configured._deployment_config.max_ongoing_requests
+        assert scaling.target_ongoing_requests < taken, (
+            f"target_ongoing_requests={scaling.target_ongoing_requests:g}, but a replica takes at most "
+            f"max_ongoing_requests={taken} at a time (the lesson's `Model`): its load never goes above the target, "
+            "so Serve never adds a replica. Keep the target below what a replica takes"
+        )
+        gpus = (options.get("ray_actor_options") or {}).get("num_gpus", 0)
+        assert not gpus, "this cluster has no GPU ({'CPU': 8.0}): a replica that asks for one waits forever"
+        options, configured = options_for({"CPU": 32.0, "GPU": 3.0})
+        actor = options.get("ray_actor_options") or {}
+        assert actor.get("num_gpus") == 1, (
+            f"on a cluster with 3 GPUs each replica should get one: `ray_actor_options={{'num_gpus': 1}}` "
+            f"(it asks for {actor.get('num_gpus', 0)})"
+        )
+        scaling = configured._deployment_config.autoscaling_config
+        assert scaling is not None and scaling.max_replicas <= 3, (
+            f"max_replicas={getattr(scaling, 'max_replicas', None)} on a cluster with 3 GPUs, one per replica: the "
+            "replicas beyond 3 would wait forever for a GPU. Take the smaller of your maximum and the GPUs"
+        )
+        options, _ = options_for({"CPU": 8.0, "GPU": 0.0})
+        assert not (options.get("ray_actor_options") or {}).get("num_gpus"), (
+            "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
+            "`resources` counts, not from whether the key is there"
+        )
+        return "it scales with the load, keeps a replica ready, and takes one GPU per replica only where there are GPUs"
+
+    return _check("06.2", run)

@@ -1,0 +1,103 @@
+"""The "Your turn" checks of notebook 02 (Ray Train) (rules: ``helpers.exercises.checking``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from helpers.exercises.checking import Verdict, _check, attempt
+
+
+def made_up_history() -> pd.DataFrame:
+    """A ``result.metrics_dataframe`` of a made-up run whose best evaluation is neither its last nor the one with the
+    lowest ``eval_loss``: the loss keeps falling a little after the accuracy has peaked."""
+    return pd.DataFrame(
+        {
+            "step": [50, 100, 150, 200, 250, 300],
+            "epoch": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+            "eval_loss": [0.9, 0.6, 0.45, 0.40, 0.38, 0.47],
+            "eval_accuracy": [0.61, 0.78, 0.86, 0.91, 0.89, 0.88],
+        }
+    )
+
+
+def _pair(found: Any, what: str) -> tuple[Any, Any]:
+    """The two values of a learner's answer that should be a pair; an AssertionError naming ``what`` otherwise."""
+    assert isinstance(found, tuple | list) and len(found) == 2, (
+        f"it returned {type(found).__name__} {str(found)[:80]!r}: return a pair, {what}"
+    )
+    return found[0], found[1]
+
+
+def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, float]]) -> Verdict:
+    """02.1: ``best_evaluation(history)`` returns the step and accuracy of the evaluation with the highest accuracy."""
+
+    def run() -> str:
+        history = made_up_history()
+        step, accuracy = _pair(attempt(best_evaluation, history.copy()), "(step, eval_accuracy)")
+        assert (step, accuracy) != (300, 0.88), (
+            "you returned the last evaluation; the best one is where `eval_accuracy` is highest"
+        )
+        assert int(step) != 250, (
+            "you returned the evaluation with the lowest `eval_loss` (step 250); the exercise asks for the highest "
+            "`eval_accuracy`: the loss can go on falling after the accuracy has peaked"
+        )
+        assert int(step) == 200 and math.isclose(float(accuracy), 0.91), (
+            f"({step}, {accuracy}) is not the row with the highest `eval_accuracy`: look at the index that "
+            "`history['eval_accuracy']` reaches its maximum at, and read `step` from that row"
+        )
+        later = history.iloc[1:].copy()  # a history whose index does not start at 0 (a row dropped, as by a filter)
+        later["eval_accuracy"] = [0.70, 0.75, 0.80, 0.93, 0.85]
+        step, accuracy = _pair(attempt(best_evaluation, later), "(step, eval_accuracy)")
+        assert int(step) == 250 and math.isclose(float(accuracy), 0.93), (
+            f"on a history whose rows are numbered 1 to 5, it returned ({step}, {accuracy}) instead of (250, 0.93): "
+            "`idxmax()` gives the row's *label*; read the row with `.loc`, not `.iloc`"
+        )
+        return "step 200, accuracy 0.91 on the made-up history: try it on `result.metrics_dataframe` too"
+
+    return _check("02.1", run)
+
+
+def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any, int]]) -> Verdict:
+    """02.2: ``scaling_for(workers, global_batch, resources)`` gives a ScalingConfig and the per-worker batch."""
+    from ray.train import ScalingConfig
+
+    def scaled(workers: int, batch: int, resources: dict[str, float]) -> tuple[Any, Any]:
+        config, per_worker = _pair(
+            attempt(scaling_for, workers, batch, dict(resources)), "(ScalingConfig, the batch of each worker)"
+        )
+        assert isinstance(config, ScalingConfig), f"the first value is a {type(config).__name__}, not a ScalingConfig"
+        assert isinstance(per_worker, int | np.integer), (
+            f"each worker's batch is {per_worker!r}, a {type(per_worker).__name__}: a batch size is a whole number "
+            "(divide with `//`)"
+        )
+        return config, int(per_worker)
+
+    def run() -> str:
+        config, per_worker = scaled(4, 32, {"CPU": 8.0})
+        assert config.num_workers == 4, f"asked for 4 workers, the ScalingConfig has {config.num_workers}"
+        assert not config.use_gpu, "this cluster has no GPU ({'CPU': 8.0}): never ask Ray for one it lacks"
+        assert per_worker * 4 == 32, (
+            f"each of 4 workers takes {per_worker} examples, {per_worker * 4} a step in all: the global batch is "
+            "32, so every worker's batch is the global one divided by the number of workers"
+        )
+        config, per_worker = scaled(4, 64, {"CPU": 8.0, "GPU": 4.0})
+        assert config.use_gpu, "this cluster has 4 GPUs: the workers should use them (use_gpu=True)"
+        assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
+        config, per_worker = scaled(3, 96, {"CPU": 6.0})
+        assert config.num_workers == 3 and per_worker == 32, (
+            f"3 workers and a global batch of 96 gave {config.num_workers} workers of {per_worker}: use the "
+            "arguments, not the lesson's numbers"
+        )
+        config, _ = scaled(2, 64, {"CPU": 8.0, "GPU": 0.0})
+        assert not config.use_gpu, (
+            "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
+            "`resources` counts, not from whether the key is there"
+        )
+        return "4 workers of batch 8 on CPUs, 4 GPU workers of batch 16 when the cluster has GPUs"
+
+    return _check("02.2", run)
