@@ -366,7 +366,7 @@ def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
             f"run `{config.BUILD_COMMAND}`" if sources.kind == "standin" else f"check the URI, or {config.SOURCES_ENV}"
         )
         checks.append(Check("sources", False, str(error).split(". ")[0], fix))
-    if sources.kind == "real":
+    if sources.kind == "real" and not config.is_local(sources.model):  # a Hub id (a folder is checked above)
         checks.append(check_hub(sources.model))
     return checks
 
@@ -376,7 +376,7 @@ def check_hub(model_id: str) -> Check:
         return Check(
             "hub",
             False,
-            "COURSE_SOURCES=real, but HF_HUB_OFFLINE=1: beans and the ViT cannot be downloaded",
+            "COURSE_SOURCES=real, but HF_HUB_OFFLINE=1: beans and the pretrained model cannot be downloaded",
             "unset HF_HUB_OFFLINE (the Makefile sets it only for the stand-ins)",
         )
     url = f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}/api/models/{model_id}"

@@ -14,6 +14,7 @@ def test_standin_is_the_default(monkeypatch):
 
 def test_env_switches_to_real(monkeypatch):
     monkeypatch.setenv(config.SOURCES_ENV, "real")
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
     sources = config.get_sources()
     assert sources.kind == "real"
     assert sources.beans == "beans"
@@ -80,7 +81,8 @@ def test_the_cpu_budget_is_small_and_the_gpu_budget_is_the_real_thing():
         assert budget.beans.train_steps % budget.beans.eval_steps == 0, "the last step is an evaluation"
 
 
-def test_describe_without_a_lesson_shows_every_source_and_knob():
+def test_describe_without_a_lesson_shows_every_source_and_knob(monkeypatch):
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
     text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
     assert "sources: standin" in text and config.STANDIN_VIT in text
     budget = config.get_budget(kind="cpu")
@@ -142,3 +144,12 @@ def test_a_bucket_for_the_data_folder_is_refused_with_the_alternatives(monkeypat
     with pytest.raises(ValueError, match="must be a folder every node mounts") as refused:
         config.get_sources("standin")
     assert config.STORAGE_ENV in str(refused.value) and "COURSE_SOURCES=real" in str(refused.value)
+
+
+def test_one_setting_names_the_pretrained_model_for_both_kinds_of_sources(monkeypatch, tmp_path):
+    monkeypatch.setenv(config.MODEL_ENV, "facebook/deit-tiny-patch16-224")
+    assert config.get_sources("real").model == "facebook/deit-tiny-patch16-224"
+    assert config.get_sources("standin").model == "facebook/deit-tiny-patch16-224"
+    monkeypatch.delenv(config.MODEL_ENV)
+    assert config.get_sources("real").model == config.REAL_MODEL
+    assert config.get_sources("standin", tmp_path).model == str(tmp_path / config.STANDIN_VIT)

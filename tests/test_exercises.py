@@ -282,7 +282,7 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     import numpy as np
     import ray
     import torch
-    from transformers import ViTForImageClassification, ViTImageProcessorPil
+    from transformers import AutoImageProcessor, AutoModelForImageClassification
 
     from helpers.course.cluster import init_ray
     from helpers.pipeline.features import pixel_values
@@ -292,8 +292,8 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     class Classifier:
         def __init__(self, checkpoint):
             with checkpoint.as_directory() as folder:
-                self.processor = ViTImageProcessorPil.from_pretrained(Path(folder) / "checkpoint")
-                self.model = ViTForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
+                self.processor = AutoImageProcessor.from_pretrained(Path(folder) / "checkpoint", backend="pil")
+                self.model = AutoModelForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
 
         @torch.no_grad()
         def scores(self, batch):

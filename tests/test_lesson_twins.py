@@ -1,4 +1,9 @@
-"""Where a lesson writes code in its cells that ``helpers`` also holds for the lessons after it, the two agree."""
+"""Where a lesson writes code in its cells that ``helpers`` also holds for the lessons after it, the two agree. Each
+such helper says which cell it copies ("A copy of the ``name`` that notebook NN writes ..."), and has a test here."""
+
+import ast
+import re
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -96,3 +101,23 @@ def test_notebook_03s_channel_counting_is_the_helpers():
     assert ours["channels"].tolist() == theirs["channels"].tolist() == [3, 1, 1, 4]
     for column in ("shape", "ndim"):
         assert ours[column].tolist() == theirs[column].tolist()
+
+
+COPY = re.compile(r"A copy of the ``(\w+)``(?: \(and ``(\w+)``\))? that notebook (\w+) writes")
+
+
+def test_every_helper_that_copies_a_lesson_cell_has_its_twin_test_here():
+    """Every docstring that says it copies a lesson's cell is named by a ``from_notebook`` call of this file."""
+    helpers_folder = Path(__file__).resolve().parent.parent / "helpers"
+    copies = set()
+    for path in helpers_folder.rglob("*.py"):
+        for found in COPY.finditer(path.read_text().replace("\n    ", " ")):
+            copies.add((found[3], found[1]))
+    tested = set()
+    for node in ast.walk(ast.parse(Path(__file__).read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "from_notebook":
+            notebook, *names = (ast.literal_eval(argument) for argument in node.args)
+            tested |= {(notebook.split("_")[0], name) for name in names}
+    assert copies, "no helper says it copies a lesson's cell: the pattern above no longer matches their docstrings"
+    untested = sorted(copies - tested)
+    assert not untested, f"helpers copy these lesson cells without a twin test here: {untested}"

@@ -113,9 +113,10 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
 
     * ``py_modules``: the course's own code (``helpers``), uploaded with the job, so that a node with only the
       locked packages installed (a cluster's image) imports it; nothing is installed by hand on any node;
-    * ``env_vars``: the course's settings (where data and storage are, sources, budget), what a worker needs to
-      reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless ``COURSE_VERBOSE=1``), and
-      the variables Ray Train gives its controller, so that the controller's env equals the job's;
+    * ``env_vars``: the course's settings (where data and storage are, sources, the pretrained model, budget), what
+      a worker needs to reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless
+      ``COURSE_VERBOSE=1``), and the variables Ray Train gives its controller, so that the controller's env equals the
+      job's;
     * ``worker_process_setup_hook``: every worker starts with :func:`helpers.course.worker_setup.setup_worker` (Ray
       Train's log level; on this machine, its servers listen on 127.0.0.1);
     * ``extra``: more of the same (``{"env_vars": {...}}``), added to the above.

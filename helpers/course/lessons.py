@@ -146,7 +146,7 @@ LESSONS: tuple[Lesson, ...] = (
         floor=0.85,
         exercises=("06.1", "06.2"),
         budget="serve",
-        sources=("imagenette", "imagenette_labels"),
+        sources=("imagenette", "imagenette_labels", "model"),
         plan=lambda b, p: (
             f"Ray Serve, up to {b.serve.max_replicas} replica(s) "
             f"({'1 GPU each' if p.gpus_per_actor else 'CPU'}), a load test of {b.serve.load_requests} requests"

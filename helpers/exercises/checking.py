@@ -1,13 +1,13 @@
-"""Checks for the "Your turn" exercises at the end of each notebook.
+"""The rules every check of a "Your turn" exercise follows (each lesson's checks are in a module of their own).
 
 A check runs what the learner wrote (a function, a class) on a small input of its own and prints one
 verdict: ``✓`` and what is right; ``✗`` with what is wrong and a hint toward the fix; or ``…`` "not done
 yet" while the exercise still raises ``NotImplementedError``. A check never raises and never hangs: it
 runs in a thread of its own with a time limit (``_check``), so any answer, of any shape, gets a verdict
 within that limit and a notebook with untouched exercises runs to its end. The checks that run the
-learner's function on Ray Train workers also watch every worker (``_run_watched``): a worker that waits
+learner's function on Ray Train workers also watch every worker (``train_runs._run_watched``): a worker that waits
 at ``ray.train.report`` for a worker that has reported fewer times and ended (or has not come for
-``BARRIER_WAIT_S``), or that runs past its own limit, is stopped, and the verdict names the rule it
+``train_runs.BARRIER_WAIT_S``), or that runs past its own limit, is stopped, and the verdict names the rule it
 broke. Every verdict is also saved in ``results/exercises/<notebook>.json`` (the tests of ``solutions/``
 read it). The first message of a wrong answer points at the mistake; it does not print the answer.
 """

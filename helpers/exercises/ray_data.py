@@ -50,14 +50,14 @@ def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
     from helpers.course.config import get_sources
     from helpers.pipeline.models import load_classifier, load_processor
 
-    vit = get_sources().vit
+    pretrained = get_sources().model
     set_seed(1)
-    model = load_classifier(vit, CONFIDENT_CLASSES)
+    model = load_classifier(pretrained, CONFIDENT_CLASSES)
     torch.nn.init.normal_(model.classifier.weight, std=0.5)  # a head whose choice varies from image to image
     torch.nn.init.zeros_(model.classifier.bias)
     model_dir = folder / RayTrainReportCallback.CHECKPOINT_NAME
     model.save_pretrained(model_dir)
-    load_processor(vit).save_pretrained(model_dir)
+    load_processor(pretrained).save_pretrained(model_dir)
     if published is not None:
         return Checkpoint(publish_folder(folder, published))
     return Checkpoint.from_directory(folder)

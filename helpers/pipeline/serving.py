@@ -105,7 +105,7 @@ def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -
 
 
 def build_standin_model(sources: config.Sources, folder: Path) -> float:
-    """Fine-tune the stand-in ViT on the stand-in dogs and fish, in this process; save it to ``folder``."""
+    """Fine-tune the pretrained model (``sources.model``) on dogs and fish, in this process; save it in ``folder``."""
     import torch
 
     from helpers.pipeline.features import pixel_values
