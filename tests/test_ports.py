@@ -19,13 +19,19 @@ def listen(host: str, **options) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SERVE, host], **options)
 
 
+def five_samples() -> SocketWatch:
+    """A watch that has sampled the listening sockets five times (or for 10 s)."""
+    with SocketWatch("99_fake", interval=0.2) as watch:
+        deadline = time.monotonic() + 10
+        while watch.samples < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return watch
+
+
 def watch_while(host: str, **options) -> tuple[SocketWatch, int]:
     process = listen(host, **options)
     try:
-        with SocketWatch("99_fake", interval=0.2) as watch:
-            deadline = time.monotonic() + 10
-            while watch.samples < 5 and time.monotonic() < deadline:
-                time.sleep(0.2)
+        watch = five_samples()
     finally:
         process.kill()
         process.wait()
@@ -61,10 +67,7 @@ def test_a_process_of_the_cluster_counts_though_it_is_not_a_child(tmp_path, monk
 
     outsider_pid, member_pid = orphan("-"), orphan(str(folder))
     try:
-        with SocketWatch("99_fake", interval=0.2) as watch:
-            deadline = time.monotonic() + 10
-            while watch.samples < 5 and time.monotonic() < deadline:
-                time.sleep(0.2)
+        watch = five_samples()
     finally:
         for pid in (outsider_pid, member_pid):
             os.kill(pid, signal.SIGKILL)
