@@ -349,11 +349,13 @@ def describe(sources: Sources, budget: Budget, plan: object | None = None, lesso
         k: v for k, v in asdict(sources).items() if k != "kind" and (record is None or k in record.sources)
     }
     sections = [record.budget, *record.reads] if record else list(SECTIONS)
-    knobs = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
-    knobs |= {f"{s}.{k}": v for s in sections for k, v in asdict(getattr(budget, s)).items()}
+    shared = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
     lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
     lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs)"]
-    lines += ["  " + ", ".join(f"{k}={v}" for k, v in knobs.items())]
+    lines += ["  " + ", ".join(f"{k}={v}" for k, v in shared.items())] if shared else []
+    for section in sections:  # budget.<section>.<knob>, as the notebook reads it
+        knobs = ", ".join(f"{k}={v}" for k, v in asdict(getattr(budget, section)).items())
+        lines += [f"  {section}: {knobs}"]
     if plan is not None:
         lines += [f"plan: {plan}"]
     return "\n".join(lines)
