@@ -1,0 +1,78 @@
+"""Lesson 02b's check (helpers.exercises.fault_tolerance): the common wrong answers are refused with a message
+that teaches, the right one passes."""
+
+from __future__ import annotations
+
+import pytest
+from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
+from ray.train import FailureConfig
+
+from helpers.exercises import (
+    checking,
+    fault_tolerance,
+)
+
+
+def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
+    def counter(loop_config):  # never run: the FailureConfig is refused first
+        pass
+
+    expect(fault_tolerance.check_resume(counter, None), checking.WRONG, "make it a `FailureConfig`")
+    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=0)), checking.WRONG, "exactly one restart")
+    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=-1)), checking.WRONG, "would never stop")
+    expect(fault_tolerance.check_resume(todo, FailureConfig(max_failures=1)), checking.NOT_DONE)
+
+
+@pytest.mark.cluster
+def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
+    """02b.1 on Ray Train: the answers of a learner who half-understood are refused."""
+    import tempfile
+    from pathlib import Path
+
+    import ray
+    import ray.train
+
+    from helpers.course.cluster import init_ray
+
+    init_ray()
+
+    def count(loop_config, resume=True, with_checkpoint=True, steps=None):
+        start = 0
+        checkpoint = ray.train.get_checkpoint()
+        if resume and checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                start = int(Path(folder, "step.txt").read_text())
+        for step in range(start + 1, (steps or loop_config["steps"]) + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                saved = ray.train.Checkpoint.from_directory(folder) if with_checkpoint else None
+                ray.train.report({"step": step}, checkpoint=saved)
+
+    one_restart = FailureConfig(max_failures=1)
+    from_scratch = lambda c: count(c, resume=False)  # noqa: E731
+    expect(fault_tolerance.check_resume(from_scratch, one_restart), checking.WRONG, "counted from 1 again")
+    no_checkpoint = lambda c: count(c, with_checkpoint=False)  # noqa: E731
+    expect(fault_tolerance.check_resume(no_checkpoint, one_restart), checking.WRONG, "no checkpoint was reported")
+    ten_steps = lambda c: count(c, steps=10)  # noqa: E731
+    expect(fault_tolerance.check_resume(ten_steps, one_restart), checking.WRONG, "count to the number the loop config")
+
+    def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
+        for step in range(1, loop_config["steps"] + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                ray.train.report({"n": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+    expect(fault_tolerance.check_resume(other_key, one_restart), checking.WRONG, "no `step`", "['n']")
+
+    def rank_zero_reports(loop_config):  # "only rank 0 reports": the other worker never reaches the barrier
+        if ray.train.get_context().get_world_rank() == 0:
+            count(loop_config)
+
+    expect(
+        fault_tolerance.check_resume(rank_zero_reports, one_restart),
+        checking.WRONG,
+        "would have waited forever",
+        "Every worker calls `ray.train.report`",
+    )
+    # The right answer passes in solutions/02b_fault_tolerance.ipynb (tests/test_solutions.py).
+    ray.shutdown()

@@ -1,0 +1,126 @@
+"""Lesson 03's checks (helpers.exercises.ray_data): the common wrong answers are refused with a message that
+teaches, the right one passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
+
+from helpers.exercises import (
+    checking,
+    ray_data,
+)
+
+
+def test_mirror_half():
+    def upside_down(batch):
+        batch["image"][::2] = batch["image"][::2, ::-1]
+        return batch
+
+    def all_of_them(batch):
+        batch["image"] = batch["image"][:, :, ::-1]
+        return batch
+
+    def half(batch):
+        batch["image"][::2] = batch["image"][::2, :, ::-1]
+        return batch
+
+    def every_other_one(batch):
+        batch["image"] = [image[:, ::-1] if i % 2 else image for i, image in enumerate(batch["image"])]
+        return batch
+
+    expect(ray_data.check_mirror_half(upside_down), checking.WRONG, "upside down", "width axis")
+    expect(ray_data.check_mirror_half(all_of_them), checking.WRONG, "100% of the images")
+    expect(ray_data.check_mirror_half(half), checking.WRONG, "different sizes", "each image by itself")
+    expect(ray_data.check_mirror_half(every_other_one), checking.DONE, "50% of 64 images")
+
+
+@pytest.mark.cluster
+def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():
+    """03.1: a softmax forgotten, the wrong class's probability, columns dropped, no batch returned, a function: each
+    refused."""
+    import logging
+    from pathlib import Path
+
+    import ray
+    from transformers import AutoImageProcessor, AutoModelForImageClassification
+
+    from helpers.course.cluster import init_ray
+    from helpers.pipeline.features import pixel_values
+
+    init_ray()
+
+    class Classifier:
+        def __init__(self, checkpoint):
+            with checkpoint.as_directory() as folder:
+                self.processor = AutoImageProcessor.from_pretrained(Path(folder) / "checkpoint", backend="pil")
+                self.model = AutoModelForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
+
+        @torch.no_grad()
+        def scores(self, batch):
+            return self.model(pixel_values=pixel_values(self.processor, list(batch["image"]))).logits
+
+        def __call__(self, batch):
+            probabilities = self.scores(batch).softmax(-1)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in probabilities.argmax(-1).tolist()])
+            batch["confidence"] = probabilities.max(-1).values.numpy()
+            return batch
+
+    class RawLogits(Classifier):
+        def __call__(self, batch):
+            logits = self.scores(batch)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in logits.argmax(-1).tolist()])
+            batch["confidence"] = logits.max(-1).values.numpy()
+            return batch
+
+    class FirstClass(Classifier):
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["confidence"] = self.scores(batch).softmax(-1)[:, 0].numpy()
+            return batch
+
+    class OnlyItsColumns(Classifier):
+        def __call__(self, batch):
+            out = super().__call__(batch)
+            return {"predicted": out["predicted"], "confidence": out["confidence"]}
+
+    class ForgetsToReturn(Classifier):
+        def __call__(self, batch):
+            super().__call__(batch)  # and returns None
+
+    class LoadsEveryBatch(Classifier):
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def __call__(self, batch):
+            super().__init__(self.checkpoint)
+            return super().__call__(batch)
+
+    class OneImageAtATime(Classifier):
+        @torch.no_grad()
+        def scores(self, batch):
+            images = list(batch["image"])
+            return torch.cat([self.model(pixel_values=pixel_values(self.processor, [i])).logits for i in images])
+
+    def a_function(batch):
+        return batch
+
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    logging.getLogger("ray.data").addHandler(handler)
+    try:  # the check names the learner's error in one line; Ray Data does not log its tracebacks on stderr first
+        expect(ray_data.check_confident_classifier(ForgetsToReturn), checking.WRONG, "NoneType")
+    finally:
+        logging.getLogger("ray.data").removeHandler(handler)
+    assert not [record.getMessage()[:200] for record in logged if record.levelno >= logging.ERROR]
+    expect(ray_data.check_confident_classifier(RawLogits), checking.WRONG, "softmax")
+    expect(ray_data.check_confident_classifier(FirstClass), checking.WRONG, "of the *predicted* class")
+    expect(ray_data.check_confident_classifier(OnlyItsColumns), checking.WRONG, "return it whole")
+    expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class")
+    expect(ray_data.check_confident_classifier(LoadsEveryBatch), checking.WRONG, "once for every batch", "__init__")
+    expect(ray_data.check_confident_classifier(OneImageAtATime), checking.WRONG, "3 forward passes", "whole batch")
+    expect(ray_data.check_confident_classifier(Classifier), checking.DONE, "never seen")
+    ray.shutdown()

@@ -1,0 +1,68 @@
+"""Lesson 02's checks (helpers.exercises.ray_train_finetune): the common wrong answers are refused with a message
+that teaches, the right one passes."""
+
+from __future__ import annotations
+
+from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
+from ray.train import ScalingConfig
+
+from helpers.exercises import (
+    checking,
+    ray_train_finetune,
+)
+
+
+def test_best_evaluation():
+    expect(
+        ray_train_finetune.check_best_evaluation(
+            lambda h: (int(h["step"].iloc[-1]), float(h["eval_accuracy"].iloc[-1]))
+        ),
+        checking.WRONG,
+        "you returned the last evaluation",
+    )
+    expect(
+        ray_train_finetune.check_best_evaluation(lambda h: (int(h["step"].iloc[h["eval_loss"].idxmin() + 1]), 0.89)),
+        checking.WRONG,
+        "not the row with the highest `eval_accuracy`",
+    )
+    lowest_loss = lambda h: (
+        int(h.loc[h["eval_loss"].idxmin(), "step"]),
+        float(h.loc[h["eval_loss"].idxmin(), "eval_accuracy"]),
+    )  # noqa: E731,E501
+    expect(ray_train_finetune.check_best_evaluation(lowest_loss), checking.WRONG, "lowest `eval_loss`", "highest")
+    by_position = lambda h: (int(h["step"].iloc[h["eval_accuracy"].idxmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(ray_train_finetune.check_best_evaluation(by_position), checking.WRONG, "`.loc`, not `.iloc`")
+    expect(ray_train_finetune.check_best_evaluation(lambda h: 200), checking.WRONG, "return a pair")
+    best = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(ray_train_finetune.check_best_evaluation(best), checking.DONE)
+
+
+def test_scaling():
+    def same_batch_everywhere(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers), global_batch
+
+    def always_gpu(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu=True), global_batch // workers
+
+    expect(ray_train_finetune.check_scaling(same_batch_everywhere), checking.WRONG, "divided by the number of workers")
+    expect(ray_train_finetune.check_scaling(always_gpu), checking.WRONG, "never ask Ray for one it lacks")
+
+    def gpu_key_present(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu="GPU" in resources), global_batch // workers
+
+    expect(ray_train_finetune.check_scaling(gpu_key_present), checking.WRONG, "GPU: 0.0", "no GPU")
+
+    def true_division(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers), global_batch / workers
+
+    expect(ray_train_finetune.check_scaling(true_division), checking.WRONG, "whole number")
+
+    def the_lessons_numbers(workers, global_batch, resources):
+        return ScalingConfig(num_workers=4, use_gpu=resources.get("GPU", 0) >= 4), global_batch // 4
+
+    expect(ray_train_finetune.check_scaling(the_lessons_numbers), checking.WRONG, "use the arguments")
+
+    def right(workers, global_batch, resources):
+        return ScalingConfig(num_workers=workers, use_gpu=resources.get("GPU", 0) >= workers), global_batch // workers
+
+    expect(ray_train_finetune.check_scaling(right), checking.DONE)
