@@ -113,3 +113,12 @@ def test_xgboost_workers_listen_on_every_interface():
         listening = [c.laddr.ip for c in psutil.Process().net_connections("inet") if c.status == psutil.CONN_LISTEN]
     assert "127.0.0.1" in listening, "the tracker, on the host it was given"
     assert set(listening) - set(LOOPBACK), f"XGBoost's worker no longer listens beyond loopback: {listening}"
+
+
+def test_the_loopback_rendezvous_takes_gloo_on_cpus_nccl_on_gpus_and_leaves_other_backends_to_ray():
+    """On a GPU machine the rendezvous and NCCL stay on loopback too (join_on_loopback sets NCCL_SOCKET_IFNAME)."""
+    from helpers.course.distributed import backend_for
+
+    assert backend_for(0, None) == "gloo" and backend_for(1, None) == "nccl" and backend_for(0.5, None) == "nccl"
+    assert backend_for(1, "gloo") == "gloo", "a backend asked for by name is kept"
+    assert backend_for(0, "mpi") is None, "any other backend: Ray's own rendezvous"

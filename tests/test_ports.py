@@ -11,6 +11,19 @@ import time
 
 from ports import SocketWatch
 
+# What each of notebook 05's XGBoost workers did under Ray's own XGBoostConfig, before helpers.course.distributed gave
+# it one worker and no collective on this machine: join the tracker, which makes XGBoost listen on every interface.
+XGBOOST_WORKER = """
+import threading, time
+from xgboost import RabitTracker
+from xgboost.collective import CommunicatorContext
+tracker = RabitTracker(n_workers=1, host_ip="127.0.0.1", sortby="task")
+tracker.start()
+threading.Thread(target=tracker.wait_for, daemon=True).start()
+with CommunicatorContext(**tracker.worker_args(), dmlc_task_id="0"):
+    print("joined", flush=True)
+    time.sleep(30)
+"""
 SERVE = "import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], 0)); s.listen(); time.sleep(30)"
 
 
@@ -19,9 +32,9 @@ def listen(host: str, **options) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SERVE, host], **options)
 
 
-def five_samples() -> SocketWatch:
+def five_samples(notebook: str = "99_fake") -> SocketWatch:
     """A watch that has sampled the listening sockets five times (or for 10 s)."""
-    with SocketWatch("99_fake", interval=0.2) as watch:
+    with SocketWatch(notebook, interval=0.2) as watch:
         deadline = time.monotonic() + 10
         while watch.samples < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -74,3 +87,19 @@ def test_a_process_of_the_cluster_counts_though_it_is_not_a_child(tmp_path, monk
     found = watch.problems()
     assert any(f"({member_pid}) 0.0.0.0:" in line for line in found), found
     assert not any(f"({outsider_pid})" in line for line in found), found
+
+
+def test_the_watch_fails_a_notebook_whose_xgboost_workers_join_a_collective_as_05_s_did():
+    """Today's 05 as the issue found it: an XGBoost worker in its collective listens beyond loopback, and the watch
+    beside the notebook names the notebook and the process (test_distributed.py shows why XGBoost cannot be told)."""
+    worker = subprocess.Popen([sys.executable, "-c", XGBOOST_WORKER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "joined\n" in iter(worker.stdout.readline, ""), "the XGBoost worker did not join its tracker"
+        found = five_samples("05_data_loading_playbook").problems()
+    finally:
+        worker.kill()
+        worker.wait()
+    mine = [line for line in found if f"({worker.pid})" in line]
+    assert mine and all(line.startswith("05_data_loading_playbook: listening beyond 127.0.0.1: ") for line in mine), (
+        found
+    )
