@@ -85,6 +85,16 @@ def in_finishing_order(work, items, on_result) -> list:
     return results  # in the order the tasks ended
 
 
+def get_each_in_item_order(work, items, on_result) -> list:
+    task = ray.remote(work)
+    refs = [task.remote(item) for item in items]  # all started at once: right so far
+    results = []
+    for item, ref in zip(items, refs, strict=True):
+        results.append(ray.get(ref))  # but waits for each in the items' order, not as they finish
+        on_result(item, results[-1])
+    return results
+
+
 def never_ends(work, items, on_result) -> list:
     task = ray.remote(work)
     pending = [task.remote(item) for item in items]
@@ -105,6 +115,8 @@ def test_as_they_finish_refuses_each_half_right_answer(on_ray):
     expect(core.check_as_they_finish(in_this_process), checking.WRONG, "ran in this notebook's process")
     expect(core.check_as_they_finish(get_inside_the_loop), checking.WRONG, "one after another", "ray.get")
     expect(core.check_as_they_finish(get_all_then_report), checking.WRONG, "only after every task", "ray.wait")
+    verdict = core.check_as_they_finish(get_each_in_item_order)
+    expect(verdict, checking.WRONG, "but the tasks ended in the order", "ray.wait")
     expect(core.check_as_they_finish(in_finishing_order), checking.WRONG, "in the order the tasks finished")
     expect(core.check_as_they_finish(raises), checking.WRONG, "it raised IndexError")
 
