@@ -57,6 +57,7 @@ def test_an_untouched_ray_train_exercise_starts_nothing():
     def train_from_shard(loop_config):
         raise NotImplementedError  # your code
 
+    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
     expect(cifar10_pytorch_to_ray.check_train_from_shard(train_from_shard), checking.NOT_DONE)
     assert not ray.is_initialized(), "the check started Ray for an exercise not yet begun"
 
