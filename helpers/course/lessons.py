@@ -62,7 +62,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"Ray Core, {b.core.tasks} tasks at once, a {b.core.array_mb} MB array in the object store, "
             f"{b.max_actors} actors in a pool (CPU only)"
         ),
-        reference_seconds=60,  # the lesson's limit: not yet timed by a fresh clone's `make run`
+        reference_seconds=25,  # timed 2026-11-25 (the others 2026-11-24, with the doctor's probe)
     ),
     Lesson(
         notebook="01_local_finetune",
@@ -167,7 +167,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"Ray Tune, {b.tune.samples} trials with ASHA, then {b.tune.train_samples} trials of "
             f"{b.tune.workers} Ray Train worker(s) each"
         ),
-        reference_seconds=180,  # the lesson's limit: not yet timed by a fresh clone's `make run`
+        reference_seconds=171,  # timed 2026-11-25
     ),
 )
 
