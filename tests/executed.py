@@ -97,6 +97,18 @@ def calls(path: Path, name: str) -> list[ast.Call]:
     return found
 
 
+def exercise_checks(path: Path) -> list[str]:
+    """The exercise checks the notebook at ``path`` calls (``exercises.check_...``: its lesson's module, imported as
+    ``exercises``), in order."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+                found += [name] if name.startswith("exercises.check_") else []
+    return found
+
+
 def run(path: Path, folder: Path = EXECUTED, **options) -> run_course.Outcome:
     """Execute ``path`` as `make run` does (its executed copy lands in ``folder``), while a :class:`ports.SocketWatch`
     samples the listening sockets: a process of the course listening beyond 127.0.0.1 at any time makes the outcome a

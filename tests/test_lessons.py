@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from executed import calls, exercise_checks
 
 from helpers.course import config
 from helpers.course.lessons import LESSONS, Lesson
@@ -62,15 +63,14 @@ def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(les
     )
     code = code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
     assert f"from helpers.exercises import {lesson.exercises_module.rsplit('.', 1)[1]} as exercises" in code
-    calls = [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Call)]
-    checks = [c for c in calls if ast.unparse(c.func).startswith("exercises.check_")]
+    checks = exercise_checks(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
     assert len(checks) == len(lesson.exercises), f"{lesson.notebook} calls {len(checks)} checks for {lesson.exercises}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_a_notebook_describes_itself_by_its_own_name(lesson: Lesson):
-    code = code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
-    for found in re.findall(r'config\.describe\([^)]*lesson="(\w+)"\)', code):
+    for call in calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "config.describe"):
+        found = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}.get("lesson")
         assert found == lesson.notebook, f"{lesson.notebook} describes itself as {found!r}"
 
 
