@@ -193,7 +193,7 @@ def _standin_sources(data_dir: Path) -> Sources:
     return Sources(
         kind="standin",
         beans=str(data_dir / STANDIN_BEANS),
-        model=os.environ.get(MODEL_ENV) or str(data_dir / STANDIN_VIT),
+        model=str(data_dir / STANDIN_VIT),
         imagenette=str(imagenette),
         imagenette_labels=str(imagenette / "labels.csv"),
         cifar10=str(data_dir / STANDIN_CIFAR10),
@@ -204,7 +204,7 @@ def _real_sources(data_dir: Path) -> Sources:
     return Sources(
         kind="real",
         beans="beans",
-        model=os.environ.get(MODEL_ENV) or REAL_MODEL,
+        model=REAL_MODEL,
         imagenette="s3://anonymous@air-example-data-2/imagenette2",
         # imagenette ships no labels file: `make data` writes one for the real folders.
         imagenette_labels=str(data_dir / "imagenette2-labels.csv"),
@@ -302,8 +302,10 @@ def sources_kind(kind: str | None = None) -> str:
 
 
 def get_sources(kind: str | None = None, data_dir: Path | None = None) -> Sources:
-    """The sources for ``kind`` (see :func:`sources_kind`)."""
-    return _SOURCES[sources_kind(kind)](data_dir or data_folder())
+    """The sources for ``kind`` (see :func:`sources_kind`), with ``$COURSE_MODEL``'s model where it is set."""
+    sources = _SOURCES[sources_kind(kind)](data_dir or data_folder())
+    model = os.environ.get(MODEL_ENV)
+    return replace(sources, model=model) if model else sources
 
 
 def data_folder() -> Path:
