@@ -41,7 +41,7 @@ class Lesson:
         return f"helpers.exercises.{self.notebook.split('_', 1)[1]}"
 
 
-def _workers(budget: Any, plan: Any) -> str:
+def _workers(plan: Any) -> str:
     return f"{plan.num_workers} Ray Train worker(s) ({'1 GPU each' if plan.use_gpu else 'CPU'})"
 
 
@@ -85,7 +85,7 @@ LESSONS: tuple[Lesson, ...] = (
         budget="beans",
         shared=("eval_batch_size", "max_workers"),
         sources=("beans", "model"),
-        plan=lambda b, p: f"{_workers(b, p)}, {_beans(b)}",
+        plan=lambda b, p: f"{_workers(p)}, {_beans(b)}",
         reference_seconds=53,
     ),
     Lesson(
@@ -97,7 +97,7 @@ LESSONS: tuple[Lesson, ...] = (
         budget="beans",
         shared=("eval_batch_size", "max_workers"),
         sources=("beans", "model"),
-        plan=lambda b, p: f"{_workers(b, p)}, {_beans(b)}, one worker killed on purpose",
+        plan=lambda b, p: f"{_workers(p)}, {_beans(b)}, one worker killed on purpose",
         reference_seconds=51,
     ),
     Lesson(
@@ -109,7 +109,7 @@ LESSONS: tuple[Lesson, ...] = (
         budget="dogs",
         shared=("eval_batch_size", "max_workers", "max_actors"),
         sources=("imagenette", "imagenette_labels", "model"),
-        plan=lambda b, p: f"{_workers(b, p)}, dogs {b.dogs.train_steps} steps; {p.num_actors} inference actor(s)",
+        plan=lambda b, p: f"{_workers(p)}, dogs {b.dogs.train_steps} steps; {p.num_actors} inference actor(s)",
         reference_seconds=73,
     ),
     Lesson(
@@ -122,7 +122,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("max_workers",),
         sources=("cifar10",),
         plan=lambda b, p: (
-            f"{_workers(b, p)}, ViT {b.cifar.architecture}, {b.cifar.epochs} epochs of "
+            f"{_workers(p)}, ViT {b.cifar.architecture}, {b.cifar.epochs} epochs of "
             f"{b.cifar.train_size or 'all'} images"
         ),
         reference_seconds=83,
@@ -136,7 +136,7 @@ LESSONS: tuple[Lesson, ...] = (
         budget="playbook",
         shared=("max_workers",),
         sources=("cifar10",),
-        plan=lambda b, p: f"{_workers(b, p)}, {b.playbook.rows} rows, XGBoost and TensorFlow",
+        plan=lambda b, p: f"{_workers(p)}, {b.playbook.rows} rows, XGBoost and TensorFlow",
         reference_seconds=114,
     ),
     Lesson(
