@@ -42,6 +42,14 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
         assert (step, accuracy) != (300, 0.88), (
             "you returned the last evaluation; the best one is where `eval_accuracy` is highest"
         )
+        assert not (math.isclose(float(step), 0.91) and int(accuracy) == 200), (
+            f"({step}, {accuracy}): the step and the accuracy are swapped; return `(step, eval_accuracy)`, "
+            "in that order"
+        )
+        assert float(step) != 2.0, (
+            "you returned the *epoch* (2.0) of the best evaluation; the exercise asks for its `step` "
+            "(the `step` column)"
+        )
         assert int(step) != 250, (
             "you returned the evaluation with the lowest `eval_loss` (step 250); the exercise asks for the highest "
             "`eval_accuracy`: the loss can go on falling after the accuracy has peaked"
@@ -53,6 +61,10 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
         later = history.iloc[1:].copy()  # a history whose index does not start at 0 (a row dropped, as by a filter)
         later["eval_accuracy"] = [0.70, 0.75, 0.80, 0.93, 0.85]
         step, accuracy = _pair(attempt(best_evaluation, later), "(step, eval_accuracy)")
+        assert (int(step), float(accuracy)) != (200, 0.91), (
+            "on another history it returned (200, 0.91) again, the answer for the first one: read the step and the "
+            "accuracy from the `history` your function is given, not numbers written in"
+        )
         assert int(step) == 250 and math.isclose(float(accuracy), 0.93), (
             f"on a history whose rows are numbered 1 to 5, it returned ({step}, {accuracy}) instead of (250, 0.93): "
             "`idxmax()` gives the row's *label*; read the row with `.loc`, not `.iloc`"
@@ -98,6 +110,14 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
             "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
             "`resources` counts, not from whether the key is there"
         )
+        config, per_worker = scaled(4, 64, {"CPU": 8.0, "GPU": 2.0})
+        gpus_each = config._resources_per_worker_not_none.get("GPU", 0) if config.use_gpu else 0
+        assert gpus_each * 4 <= 2.0, (
+            f"4 workers of {gpus_each:g} GPU each need {gpus_each * 4:g} GPUs, and this cluster has 2: Ray Train "
+            "cannot place the workers, and the run never trains. Use GPUs only when there is one for every worker "
+            "(`resources.get('GPU', 0) >= num_workers`), otherwise run on CPUs"
+        )
+        assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
         return "4 workers of batch 8 on CPUs, 4 GPU workers of batch 16 when the cluster has GPUs"
 
     return _check("02.2", run)
