@@ -177,3 +177,86 @@ def test_the_batching_check():
     finally:
         serve.shutdown()
         ray.shutdown()
+
+
+def test_the_autoscaling_check_follows_the_gpus_of_any_cluster():
+    """06.2: a maximum written in that fits the check's 3 GPUs is refused on 2; a maximum that follows them passes."""
+
+    def three_at_most(resources):  # right on the 3-GPU cluster only
+        gpus = int(resources.get("GPU", 0))
+        scaling = {"min_replicas": 1, "max_replicas": 3}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
+
+    expect(
+        ray_serve.check_autoscaling(three_at_most),
+        checking.WRONG,
+        "max_replicas=3 on a cluster with 2 GPU(s)",
+        "not a number written in",
+    )
+
+    def autoscaling_on_cpus_only(resources):
+        gpus = int(resources.get("GPU", 0))
+        if gpus and gpus < 3:
+            return {"num_replicas": gpus, "ray_actor_options": {"num_gpus": 1}}
+        scaling = {"min_replicas": 1, "max_replicas": min(4, gpus) if gpus else 4}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1 if gpus else 0}}
+
+    expect(ray_serve.check_autoscaling(autoscaling_on_cpus_only), checking.WRONG, "no `autoscaling_config` on a")
+
+    def every_gpu(resources):  # another right answer: as many replicas as GPUs, "auto" for the count
+        gpus = int(resources.get("GPU", 0))
+        scaling = {"min_replicas": 1, "max_replicas": gpus or 3, "target_ongoing_requests": 4}
+        return {"num_replicas": "auto", "autoscaling_config": scaling, "ray_actor_options": {"num_gpus": min(gpus, 1)}}
+
+    expect(ray_serve.check_autoscaling(every_gpu), checking.DONE)
+
+    def as_gpus_float(resources):  # resources' values are floats: kept as they are
+        gpus = resources.get("GPU", 0.0)
+        scaling = {"min_replicas": 1, "max_replicas": int(min(4, gpus)) if gpus else 4}
+        return {"autoscaling_config": scaling, "ray_actor_options": {"num_gpus": 1.0 if gpus else 0.0}}
+
+    expect(ray_serve.check_autoscaling(as_gpus_float), checking.DONE)
+    expect(ray_serve.check_autoscaling(lambda resources: None), checking.WRONG, "return the dict for `.options`")
+
+
+def test_the_batching_check_refuses_a_batch_size_other_than_the_exercises():
+    """06.1: `@serve.batch` with its default `max_batch_size` (10) groups fewer than 16: said before deploying."""
+    from ray import serve
+
+    @serve.deployment(max_ongoing_requests=32)
+    class DefaultBatch:
+        def __init__(self, score):
+            self.score = score
+
+        @serve.batch
+        async def __call__(self, values):
+            return self.score(values)
+
+    expect(
+        ray_serve.check_batching(DefaultBatch),
+        checking.WRONG,
+        "max_batch_size=10",
+        "default, left in place",
+        "@serve.batch(max_batch_size=16)",
+    )
+
+    @serve.deployment(max_ongoing_requests=64)
+    class ThirtyTwo:
+        def __init__(self, score):
+            self.score = score
+
+        async def __call__(self, value):
+            return await self.handle(value)
+
+        @serve.batch(max_batch_size=32)
+        async def handle(self, values):  # the batched method need not be __call__
+            return self.score(values)
+
+    expect(ray_serve.check_batching(ThirtyTwo), checking.WRONG, "`handle` groups up to max_batch_size=32", "16")
+    assert ray_serve.batched_methods(ThirtyTwo.func_or_class) == {"handle": 32}
+
+    class NotOne:
+        def __init__(self, score):
+            self.score = score
+
+    expect(ray_serve.check_batching(NotOne), checking.WRONG, "not a Serve deployment", "@serve.deployment")

@@ -44,6 +44,17 @@ def _call_once(deployment: Any) -> None:
         pass
 
 
+def batched_methods(cls: type) -> dict[str, int]:
+    """The methods of ``cls`` decorated with ``@serve.batch``, with the ``max_batch_size`` each was given."""
+    found = {}
+    for name in dir(cls):
+        method = inspect.getattr_static(cls, name, None)
+        size = getattr(method, "_get_max_batch_size", None)
+        if callable(size):
+            found[name] = int(size())
+    return found
+
+
 def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
     """06.1: ``deployment``, bound to a scoring function, groups requests arriving one at a time into batches."""
     from ray import serve
@@ -64,6 +75,14 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
             f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
             f"{max_batch_size} never fills. Let it take at least {max_batch_size} in `@serve.deployment(...)`"
         )
+        sizes = batched_methods(deployment.func_or_class)
+        if sizes and max_batch_size not in sizes.values():
+            name, size = next(iter(sizes.items()))
+            default = " (`@serve.batch`'s default, left in place)" if size == 10 else ""
+            raise AssertionError(
+                f"`{name}` groups up to max_batch_size={size} requests{default}; the exercise groups up to "
+                f"{max_batch_size}: `@serve.batch(max_batch_size={max_batch_size})`"
+            )
         assert _serve_is_running(), "Serve is not running here: run the lesson's cell with `serve.start(...)` first"
         values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
 
@@ -167,6 +186,19 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
             "`resources` counts, not from whether the key is there"
         )
+        for gpus in (2.0, 1.0):  # fewer GPUs than the lesson's numbers: the maximum follows them
+            options, configured = options_for({"CPU": 32.0, "GPU": gpus})
+            scaling = configured._deployment_config.autoscaling_config
+            assert scaling is not None, (
+                f"no `autoscaling_config` on a cluster with {gpus:g} GPU(s): the model should scale there too, "
+                "up to one replica per GPU"
+            )
+            top = scaling.max_replicas
+            assert top <= gpus, (
+                f"max_replicas={top} on a cluster with {gpus:g} GPU(s), one per replica: the replicas beyond "
+                f"{gpus:g} would wait forever for a GPU. Take the maximum from `resources` (the smaller of your "
+                "maximum and the GPUs), not a number written in"
+            )
         return "it scales with the load, keeps a replica ready, and takes one GPU per replica only where there are GPUs"
 
     return _check("06.2", run)
