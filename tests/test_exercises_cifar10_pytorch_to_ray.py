@@ -254,3 +254,85 @@ def test_the_ray_train_exercise_on_two_workers():
     assert time.monotonic() - started < train_runs.WORKER_LIMIT_S, "the check waited for its time limit"
     expect(cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=True)), checking.DONE)
     ray.shutdown()
+
+
+def test_normalize_batch_names_each_half_right_answer():
+    """04.1: a reshape for a transpose, height and width swapped, labels turned to floats; other right answers."""
+    check = cifar10_pytorch_to_ray.check_normalize_batch
+
+    def reshaped(batch):  # the right shape, the values in the wrong places
+        images = batch["image"]
+        pixels = (images.astype(np.float32) / 127.5 - 1).reshape(len(images), 3, *images.shape[1:3])
+        return {"image": pixels, "label": batch["label"]}
+
+    def width_first(batch):
+        return {"image": (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 2, 1), "label": batch["label"]}
+
+    def float_labels(batch):  # everything turned to float32, the labels too
+        pixels = (batch["image"].astype(np.float32) / 127.5 - 1).transpose(0, 3, 1, 2)
+        return {"image": pixels, "label": batch["label"].astype(np.float32)}
+
+    def imagenet_statistics(batch):  # another normalisation than the lesson's
+        mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+        pixels = ((batch["image"] / 255.0 - mean) / std).astype(np.float32)
+        return {"image": pixels.transpose(0, 3, 1, 2), "label": batch["label"]}
+
+    expect(check(reshaped), checking.WRONG, "in the wrong places", "transpose(0, 3, 1, 2)")
+    expect(check(width_first), checking.WRONG, "height and width are swapped")
+    expect(check(float_labels), checking.WRONG, "labels came back as float32", "integers")
+    expect(check(imagenet_statistics), checking.WRONG, "0.5 each")
+    expect(check(lambda batch: None), checking.WRONG, "it returned NoneType", "both columns")
+    expect(check(todo), checking.NOT_DONE)
+
+    def in_place(batch):  # another right answer: the batch dict changed and returned, in two steps
+        pixels = batch["image"].astype(np.float32) / 255.0
+        batch["image"] = np.transpose((pixels - 0.5) / 0.5, (0, 3, 1, 2))
+        return batch
+
+    def moveaxis(batch):
+        pixels = np.moveaxis(batch["image"], -1, 1).astype(np.float32)
+        return {"image": pixels / 127.5 - 1.0, "label": batch["label"]}
+
+    expect(check(in_place), checking.DONE)
+    expect(check(moveaxis), checking.DONE)
+
+
+def measured_calls(**rank0):
+    """What 04.2's watch keeps of a right 2-worker run (8 batches of 32 an epoch, lr 0.05), ``rank0`` changed."""
+    calls = report_calls()
+    for call in calls["1/0"]:
+        mean = call["mean"]
+        call |= {"sum": mean * 8, "weighted_sum": mean * 256, "largest": 32, "lr": 0.05}
+        call |= {key: value(call) if callable(value) else value for key, value in rank0.items()}
+    return calls
+
+
+def test_the_ray_train_exercise_rejects_defaults_and_sums(tmp_path):
+    """04.2: `iter_torch_batches` at its default batch size (a model that still passes, 83% measured), AdamW at its
+    default lr, the epoch's summed loss: each refused by what the watch measured; a right run passes."""
+    import pandas as pd
+
+    good = trained_weights()
+    losses = [0.61, 0.41, 0.31]
+
+    def judged_with(name, calls):
+        (tmp_path / name).mkdir()
+        result = finished_run(tmp_path / name, weights=good, losses=[c["loss"] for c in calls["1/0"]])
+        workers = pd.DataFrame({"rank": [0, 1], "models": [1, 1], "spread": 0.0})
+        judge = cifar10_pytorch_to_ray._judge_train_run
+        return checking._check("04.2", lambda: judge(result, workers, 3, "model.pt", 2, calls, batch_size=32, lr=0.05))
+
+    default_batches = measured_calls(batches=1, largest=256, last=lambda c: c["mean"])
+    expect(judged_with("a", default_batches), checking.WRONG, "up to 256 examples", "default, 256, left in place")
+    divided = measured_calls(largest=16)
+    expect(judged_with("b", divided), checking.WRONG, "up to 16 examples", "do not divide it")
+    default_lr = measured_calls(lr=0.001)
+    expect(judged_with("c", default_lr), checking.WRONG, "lr=0.001 (AdamW's default", "loop_config['lr']")
+    summed = measured_calls(loss=lambda c: c["sum"])
+    expect(judged_with("d", summed), checking.WRONG, "*sum*", "divide the sum")
+    times_size = measured_calls(loss=lambda c: c["weighted_sum"])
+    expect(judged_with("e", times_size), checking.WRONG, "*sum*")
+    expect(judged_with("f", measured_calls()), checking.DONE, "3 reports with a checkpoint")
+    weighted = measured_calls(loss=lambda c: c["weighted"])  # train_epoch's mean over examples: right too
+    expect(judged_with("g", weighted), checking.DONE)
+    assert losses == [c["loss"] for c in measured_calls()["1/0"]]

@@ -35,6 +35,10 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
             "`map_batches` wants the batch back, a dict with both columns, `image` and `label`"
         )
         result = np.asarray(out["image"])
+        assert result.shape != (6, 3, 20, 24), (
+            f"6 images of 24x20 pixels came back with shape {result.shape}, (N, C, W, H): height and width are "
+            "swapped. `transpose(0, 3, 1, 2)` takes (N, H, W, C) to (N, C, H, W)"
+        )
         assert result.shape == (6, 3, 24, 20), (
             f"6 images of 24x20 pixels came back with shape {result.shape}: channels go first, (N, C, H, W), "
             "whatever the image size (`transpose`, not a reshape to 32x32)"
@@ -44,6 +48,12 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
         )
         expected = normalize(images)
         if not np.allclose(result, expected, atol=1e-5):
+            reshaped = expected.transpose(0, 2, 3, 1).reshape(result.shape)  # the right values, channels last, reshaped
+            assert not np.allclose(result, reshaped, atol=1e-5), (
+                "the values are right but in the wrong places: a reshape to (N, C, H, W) keeps the memory order of "
+                "(N, H, W, C), so it mixes the pixels and channels of each image. Move the channel axis with "
+                "`transpose(0, 3, 1, 2)`"
+            )
             assert not math.isclose(float(result.mean()), 0, abs_tol=1e-3) or not math.isclose(
                 float(result.std()), 1, rel_tol=1e-2
             ), (
@@ -54,7 +64,12 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
                 f"values from {result.min():.2f} to {result.max():.2f}; the lesson's images go from -1 to 1: scale "
                 "to [0, 1] first (divide by 255), then subtract the mean, divide by the standard deviation (0.5 each)"
             )
-        assert np.array_equal(np.asarray(out["label"]), labels), "the labels changed: keep them as they are"
+        found = np.asarray(out["label"])
+        assert np.array_equal(found, labels), "the labels changed: keep them as they are"
+        assert found.dtype.kind in "iu", (
+            f"the labels came back as {found.dtype}: keep them as they are, integers. `cross_entropy` takes class "
+            "indices as integers (int64); only the images are scaled"
+        )
         return "the same values as the lesson's `normalize` on images of another size, labels kept"
 
     return _check("04.1", run)
@@ -76,11 +91,13 @@ def _observed(loop_config: dict) -> None:
     """Runs on each Ray Train worker: the learner's function, watched (``_run_watched``: its reports counted, with
     the training losses of the batches since the last report), then whether the workers' models agree."""
     import ray.train
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     config = dict(loop_config)
     learner, tally, reports = config.pop("learner"), config.pop("tally"), config.pop("reports")
     made: list[torch.nn.Module] = []
     losses: list[tuple[float, int]] = []  # (loss, batch size) of each training batch since the last report
+    rates: list[float] = []  # the learning rate of each optimizer step since the last report
     cross_entropy = torch.nn.functional.cross_entropy
 
     def make_model() -> torch.nn.Module:
@@ -93,20 +110,29 @@ def _observed(loop_config: dict) -> None:
             losses.append((float(loss.detach()), int(input.shape[0])))
         return loss
 
+    def stepped(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        rates.append(float(optimizer.param_groups[0]["lr"]))
+
     def batch_losses() -> dict:
+        found: dict[str, Any] = {"lr": rates[0]} if rates else {}
+        rates.clear()
         if not losses:
-            return {}
+            return found
         values, sizes = np.array([v for v, _ in losses]), np.array([n for _, n in losses])
-        found = {"batches": len(values), "last": float(values[-1]), "mean": float(values.mean())}
+        found |= {"batches": len(values), "last": float(values[-1]), "mean": float(values.mean())}
         found["weighted"] = float((values * sizes).sum() / sizes.sum())
+        found["sum"], found["weighted_sum"] = float(values.sum()), float((values * sizes).sum())
+        found["largest"] = int(sizes.max())
         losses.clear()
         return found
 
     torch.nn.functional.cross_entropy = counted_cross_entropy  # nn.CrossEntropyLoss calls it too
+    hook = register_optimizer_step_pre_hook(stepped)
     try:
         _run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
     finally:
         torch.nn.functional.cross_entropy = cross_entropy
+        hook.remove()
     spread = -1.0  # no model built with make_model
     if made:
         weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
@@ -135,12 +161,12 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         _attached()
         images, labels = hidden_problem(512, seed=1)
         train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
-        epochs, tally = 3, Tally.remote()
+        epochs, batch_size, lr, tally = 3, 32, 0.05, Tally.remote()
         reports = ray.remote(num_cpus=0)(_Reports).remote()
         loop_config = {
             "epochs": epochs,
-            "batch_size": 32,
-            "lr": 0.05,
+            "batch_size": batch_size,
+            "lr": lr,
             "learner": train_from_shard,
             "tally": tally,
             "reports": reports,
@@ -176,7 +202,8 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
             calls = ray.get(reports.state.remote())["calls"]
         finally:
             ray.kill(reports)
-        return _judge_train_run(result, ray.get(tally.table.remote()), epochs, WEIGHTS_FILE, workers, calls)
+        seen = ray.get(tally.table.remote())
+        return _judge_train_run(result, seen, epochs, WEIGHTS_FILE, workers, calls, batch_size=batch_size, lr=lr)
 
     return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
 
@@ -188,9 +215,13 @@ def _judge_train_run(
     weights_file: str,
     workers: int,
     calls: dict[str, list[dict]] | None = None,
+    batch_size: int | None = None,
+    lr: float | None = None,
 ) -> str:
     """04.2's findings on a finished run: the reports (``calls``: each worker's ``ray.train.report`` calls, as
-    ``_Reports`` kept them), the checkpoint, the workers' agreement, the model's skill."""
+    ``_Reports`` kept them, with what ``_observed`` measured since the call before: the training batches' losses and
+    sizes, the optimizer's learning rate), the checkpoint, the workers' agreement, the model's skill. ``batch_size``
+    and ``lr``: what the run's ``loop_config`` asked for."""
     import os
 
     models = workers_seen["models"].tolist() if len(workers_seen) else []
@@ -236,13 +267,42 @@ def _judge_train_run(
             "the loss in each report is the epoch's *last batch's* loss: one batch of many, it jumps from epoch to "
             "epoch. Report the mean over the epoch's batches (sum each batch's loss, divide by their number)"
         )
+        summed = all(
+            any(math.isclose(c["loss"], c.get(total, math.nan), rel_tol=1e-4) for total in ("sum", "weighted_sum"))
+            and not math.isclose(c["loss"], c["mean"], rel_tol=1e-4)
+            for c in measured
+        )
+        assert not summed, (
+            "the loss in each report is the *sum* of the epoch's batch losses: it grows with the number of batches "
+            "(another batch size, another share of the data, another loss). Report the mean: divide the sum by the "
+            "number of batches (or of examples, if you summed each batch's loss times its size)"
+        )
+    sized = [c["largest"] for c in calls.get("1/0", []) if "largest" in c]
+    if batch_size is not None and sized and max(sized) != batch_size:
+        largest = max(sized)
+        why = (
+            f" (`iter_torch_batches`' default, {largest}, left in place?)"
+            if largest > batch_size
+            else ": `loop_config['batch_size']` is each worker's batch already, do not divide it"
+        )
+        raise AssertionError(
+            f"the training batches held up to {largest} examples, but `loop_config['batch_size']` was {batch_size}"
+            f"{why}. Read the shard with `iter_torch_batches(batch_size=loop_config['batch_size'])`"
+        )
+    rates = [c["lr"] for c in calls.get("1/0", []) if "lr" in c]
+    if lr is not None and rates and not math.isclose(rates[0], lr, rel_tol=1e-6):
+        default = " (AdamW's default, left in place)" if math.isclose(rates[0], 1e-3) else ""
+        raise AssertionError(
+            f"the optimizer stepped with lr={rates[0]:g}{default}, but `loop_config['lr']` was {lr:g}: "
+            "`torch.optim.AdamW(model.parameters(), lr=loop_config['lr'])`"
+        )
     with result.checkpoint.as_directory() as folder:
         path = os.path.join(folder, weights_file)
         assert os.path.exists(path), (
             f"the checkpoint holds {sorted(os.listdir(folder))}, no `{weights_file}`: save the state dict with "
             f"`torch.save(..., os.path.join(folder, WEIGHTS_FILE))` before `Checkpoint.from_directory(folder)`"
         )
-        weights = torch.load(path)
+        weights = torch.load(path, map_location="cpu")  # saved on any device
     wrapped = [name for name in weights if name.startswith("module.")]
     assert not wrapped, (
         f"the saved weights are named `{wrapped[0]}`: that is the DistributedDataParallel wrapper's state dict, "
