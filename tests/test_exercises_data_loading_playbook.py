@@ -48,6 +48,47 @@ def test_the_ray_data_checks():
     ray.shutdown()
 
 
+def test_the_data_config_exercise_needs_no_ray_for_answers_of_another_shape():
+    """05.2: a class that is no DataConfig, or a configure still untouched, gets its verdict before Ray starts."""
+
+    class NotADataConfig:
+        def __init__(self, valid_rows):
+            self.valid_rows = valid_rows
+
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            return [{} for _ in range(world_size)]
+
+    import ray
+
+    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    check = data_loading_playbook.check_quick_validation
+    expect(check(NotADataConfig), checking.WRONG, "NotADataConfig", "subclass it")
+    expect(check(lambda valid_rows: None), checking.WRONG, "NoneType", "DataConfig")
+
+    class NoValidRows(DataConfig):  # `__init__` without the argument the exercise makes it with
+        def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
+            raise NotImplementedError
+
+    expect(check(NoValidRows), checking.WRONG, "it raised TypeError", "valid_rows")
+    assert not ray.is_initialized(), "the check started Ray for an answer it refuses without it"
+
+
+def test_the_recorder_sees_options_given_by_keyword():
+    """What 05's checks read of a call: its name and its keyword options; the method is whole again afterwards."""
+
+    class Data:
+        def split(self, n, *, equal=False):
+            return [n, equal]
+
+    calls = []
+    with data_loading_playbook._calls_recorded([(Data, "split")], calls):
+        assert Data().split(3, equal=True) == [3, True]
+        Data().split(2)
+    assert calls == [("split", {"equal": True}), ("split", {})]
+    Data().split(1)
+    assert len(calls) == 2
+
+
 def test_an_answer_that_should_be_one_array_of_ids():
     """05.1's answer, whatever its shape: a list of batches is named as such (np.asarray raised ValueError)."""
     batches = [np.arange(0, 3), np.arange(3, 5)]
@@ -143,7 +184,20 @@ def test_the_data_config_exercise():
         def configure(self, datasets, world_size, worker_handles, worker_node_ids, **kwargs):
             return super().configure(datasets, 2, worker_handles, worker_node_ids)
 
+    class UnequalShares(QuickValidation):  # streaming_split without equal=True: shares of whole blocks
+        def split(self, name, ds, per_rank):
+            for worker, shard in zip(per_rank, ds.streaming_split(len(per_rank)), strict=True):
+                worker[name] = shard
+
+    class SameRowsForEveryone(QuickValidation):  # `valid` given whole: another right way to keep the rows alike
+        def give_valid(self, ds, per_rank):
+            rows = ray.data.from_items(ds.take(self.valid_rows))
+            for worker in per_rank:
+                worker["valid"] = rows.iterator()
+
     check = data_loading_playbook.check_quick_validation
+    expect(check(UnequalShares), checking.WRONG, "without `equal=True`", "Pass `equal=True`")
+    expect(check(SameRowsForEveryone), checking.DONE)
     expect(check(Untouched), checking.NOT_DONE)
     expect(check(TwoWorkers), checking.WRONG, "world_size=3", "one dict per worker")
     expect(check(LooksNamesUp), checking.WRONG, "KeyError", "once per dataset")

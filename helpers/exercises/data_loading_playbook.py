@@ -131,8 +131,12 @@ def check_quick_validation(config_class: type) -> Verdict:
         """What Ray Train does with ``config``: ``configure`` once per dataset, with a one-entry dict."""
         node = ray.get_runtime_context().get_node_id()
         calls: list[tuple[str, dict]] = []
+        splits: list[tuple[str, dict]] = []  # streaming_split, with its options
         try:
-            with _calls_recorded([(Dataset, method) for method in MATERIALIZING], calls):
+            with (
+                _calls_recorded([(Dataset, method) for method in MATERIALIZING], calls),
+                _calls_recorded([(Dataset, "streaming_split")], splits),
+            ):
                 per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
         except _Raised as raised:
             hint = ""
@@ -158,7 +162,15 @@ def check_quick_validation(config_class: type) -> Verdict:
                 f"worker {rank}'s `{name}` is {type(iterator).__name__}: each worker's dict maps the dataset's name "
                 "to an iterator, `ds.iterator()` (the whole dataset) or one of `ds.streaming_split(...)` (a share)"
             )
-        return _ids_per_worker(iterators)
+        rows = _ids_per_worker(iterators)
+        unequal = [options for _, options in splits if not options.get("equal")]
+        assert name == "valid" or not unequal, (
+            f"`configure` for the `{name}` dataset called `streaming_split` without `equal=True`: the workers got "
+            f"{[len(r) for r in rows]} rows this time, but without it the shares may differ by whole blocks. Then, "
+            "with `prepare_model` (DDP), a worker with one more batch waits in its gradient sync for workers that "
+            "have ended the epoch, and the run hangs. Pass `equal=True`, as Ray Train's own `DataConfig` does"
+        )
+        return rows
 
     def run() -> str:
         workers = 3  # not the lesson's 2
@@ -206,5 +218,9 @@ def check_quick_validation(config_class: type) -> Verdict:
         "05.2",
         run,
         limit_s=300,
-        ray_first=lambda: isinstance(config_class, type) and not untouched(config_class.configure),
+        ray_first=lambda: (
+            isinstance(config_class, type)
+            and issubclass(config_class, DataConfig)
+            and not untouched(config_class.configure)
+        ),
     )
