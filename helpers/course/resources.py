@@ -2,12 +2,14 @@
 
 Two questions, one module: does *this process* see a GPU (:func:`has_gpu`, for code that runs here or on
 a worker), and what should a notebook ask the *cluster* for (:func:`plan_resources`, from what
-``ray.cluster_resources()`` reports and the budget).
+``ray.cluster_resources()`` reports and the budget). :data:`GPUS` says what the GPUs people have can hold and do:
+the lessons' estimates (``helpers.course.lessons``) and ``make doctor`` read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -24,11 +26,40 @@ def device() -> torch.device:
     return torch.device("cuda" if has_gpu() else "cpu")
 
 
-def precision_args() -> dict[str, bool]:
-    """``TrainingArguments`` for the device: bf16 or fp16 on a GPU, full precision on a CPU."""
+def native_bf16() -> bool:
+    """True when this process's GPU computes in bf16 in hardware (compute capability 8.0 and later: A100, A10G, L4,
+    H100). ``torch.cuda.is_bf16_supported()`` alone also says yes where torch emulates bf16 (T4, V100), slowly."""
+    return has_gpu() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def precision() -> str:
+    """The precision the Hugging Face lessons train in here: ``bf16`` where native, ``fp16`` on other GPUs, ``fp32``
+    on a CPU."""
     if not has_gpu():
-        return {"use_cpu": True}
-    return {"bf16": True} if torch.cuda.is_bf16_supported() else {"fp16": True}
+        return "fp32"
+    return "bf16" if native_bf16() else "fp16"
+
+
+def precision_args() -> dict[str, bool]:
+    """``TrainingArguments`` for the device: bf16 where the GPU has it natively, fp16 on other GPUs (a T4, a V100),
+    full precision on a CPU."""
+    chosen = precision()
+    return {"use_cpu": True} if chosen == "fp32" else {chosen: True}
+
+
+def loader_workers() -> int:
+    """Processes that decode and resize a Hugging Face ``Trainer``'s images beside its training process
+    (``dataloader_num_workers``): none on a CPU, where the training process needs every core it has and a new process
+    costs seconds to start; on a GPU up to 4, from the CPUs this machine has per GPU (one stays with training)."""
+    if not has_gpu():
+        return 0
+    per_gpu = (os.cpu_count() or 1) // max(1, torch.cuda.device_count())
+    return max(1, min(4, per_gpu - 1))
+
+
+def pin_memory() -> bool:
+    """``DataLoader(pin_memory=...)``: page-locked batches copy to a GPU faster (and asynchronously); on a CPU, no."""
+    return has_gpu()
 
 
 def cluster_gpus(resources: dict[str, float]) -> int:
@@ -60,3 +91,80 @@ def plan_resources(resources: dict[str, float], budget: Budget) -> Plan:
     workers = max(1, min(budget.max_workers, cpus // 2))
     actors = max(1, min(budget.max_actors, (cpus - workers) // 2))
     return Plan(num_workers=workers, use_gpu=False, num_actors=actors, gpus_per_actor=0)
+
+
+def per_gpu_batches(budget: Budget, plan: Plan) -> Budget:
+    """The budget with the fine-tunes' global batches (``beans``, ``dogs``) grown with the GPUs: on a plan with GPUs
+    each worker gets the budget's batch (16 GPUs train on 16 x 32 beans images per step, not 2 each); on CPUs, and on
+    one GPU, the budget as it is (its batch split across the workers)."""
+    if not plan.use_gpu:
+        return budget
+    grow = plan.num_workers
+    return replace(
+        budget,
+        beans=replace(budget.beans, batch_size=budget.beans.batch_size * grow),
+        dogs=replace(budget.dogs, batch_size=budget.dogs.batch_size * grow),
+    )
+
+
+def gpus_per_replica(plan: Plan, replicas_at_once: int) -> float:
+    """``num_gpus`` for each of ``replicas_at_once`` model replicas (actors, Serve deployments) that run side by side:
+    a whole GPU each where the cluster has that many, a share of them where it has fewer (two replicas on one T4
+    get half each, and both start), none on a CPU cluster."""
+    if not plan.gpus_per_actor:
+        return 0
+    return min(plan.gpus_per_actor, plan.num_actors / replicas_at_once)
+
+
+# --- the GPUs people have -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """What one GPU holds and computes: its memory, native bf16 or not, and its dense peak (tensor cores)."""
+
+    name: str  # as Ray's `accelerator_type:<name>` resource spells it
+    memory_gib: float
+    compute_capability: tuple[int, int]
+    tflops_16: float  # fp16/bf16 with fp32 accumulation, dense
+    tflops_32: float  # fp32 as the course trains it (TF32 tensor cores on 8.0 and later)
+
+    @property
+    def native_bf16(self) -> bool:
+        return self.compute_capability >= (8, 0)
+
+    @property
+    def mixed_precision(self) -> str:
+        """What :func:`precision` picks on this GPU."""
+        return "bf16" if self.native_bf16 else "fp16"
+
+
+GPUS: dict[str, Gpu] = {
+    gpu.name: gpu
+    for gpu in (
+        Gpu("T4", 15.0, (7, 5), 65.0, 8.1),  # 16 GB, of which 15 GiB usable
+        Gpu("V100", 16.0, (7, 0), 125.0, 15.7),
+        Gpu("A10G", 22.0, (8, 6), 70.0, 35.0),
+        Gpu("L4", 22.0, (8, 9), 121.0, 60.0),
+        Gpu("A100", 40.0, (8, 0), 312.0, 156.0),
+        Gpu("A100-40G", 40.0, (8, 0), 312.0, 156.0),
+        Gpu("A100-80G", 80.0, (8, 0), 312.0, 156.0),
+        Gpu("H100", 80.0, (9, 0), 989.0, 494.0),
+    )
+}
+SMALLEST = GPUS["T4"]  # what the gpu budget must fit: a learner's one GPU (Colab's free tier)
+
+
+def gpu_of(resources: dict[str, float], memory_gib: float | None = None) -> Gpu | None:
+    """The GPU of a cluster (the smallest, where it has several kinds), from the ``accelerator_type:<name>`` resources
+    Ray reports; ``memory_gib`` (what torch measured on a node) where Ray names no type we know. None without GPUs."""
+    if not cluster_gpus(resources):
+        return None
+    named = [key.split(":", 1)[1] for key in resources if key.startswith("accelerator_type:")]
+    known = [GPUS[name] for name in named if name in GPUS]
+    if known:
+        return min(known, key=lambda gpu: gpu.memory_gib)
+    if memory_gib:
+        closest = min(GPUS.values(), key=lambda gpu: abs(gpu.memory_gib - memory_gib))
+        return replace(closest, name=f"GPU ({memory_gib:.0f} GiB)", memory_gib=memory_gib)
+    return replace(SMALLEST, name="GPU of unknown type (taken for a T4)")

@@ -16,7 +16,7 @@ from ray.train import CheckpointConfig, LoggingConfig, RunConfig
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from helpers.course.config import CHECKPOINTS_KEPT, run_name, storage_path, verbose
-from helpers.course.resources import precision_args
+from helpers.course.resources import loader_workers, precision_args
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
@@ -75,7 +75,7 @@ def worker_training_args(
         save_total_limit=1,
         logging_steps=eval_steps,  # workers print their logs: keep them few
         remove_unused_columns=False,
-        dataloader_num_workers=0,
+        dataloader_num_workers=loader_workers(),  # on a GPU, processes decode the images beside training
         ddp_find_unused_parameters=False,  # every parameter gets a gradient: no search, no warning
         disable_tqdm=True,
         seed=42,
