@@ -34,7 +34,87 @@ def test_mirror_half():
     expect(ray_data.check_mirror_half(upside_down), checking.WRONG, "upside down", "width axis")
     expect(ray_data.check_mirror_half(all_of_them), checking.WRONG, "100% of the images")
     expect(ray_data.check_mirror_half(half), checking.WRONG, "different sizes", "each image by itself")
-    expect(ray_data.check_mirror_half(every_other_one), checking.DONE, "50% of 64 images")
+    expect(ray_data.check_mirror_half(every_other_one), checking.WRONG, "the same images both times", "not random")
+
+
+def test_mirror_half_names_each_half_right_answer():
+    """03.2: a seed fixed in the function, the colour channels flipped, the unchosen images dropped, nothing
+    returned; other right answers (a mask and `np.where`, `np.fliplr`, Python's `random`)."""
+
+    def seeded(batch):
+        chosen = np.random.default_rng(0).random(len(batch["image"])) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def colours(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"] = [
+            image[..., ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)
+        ]
+        return batch
+
+    def only_the_chosen(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        return {"image": batch["image"][chosen][:, :, ::-1], "label": batch["label"]}
+
+    def in_place_without_return(batch):
+        batch["image"] = [image[:, ::-1] for image in batch["image"]]
+
+    check = ray_data.check_mirror_half
+    expect(check(seeded), checking.WRONG, "the same images both times", "without a seed")
+    expect(check(colours), checking.WRONG, "colour channels reversed", "image[:, ::-1]")
+    expect(check(only_the_chosen), checking.WRONG, "came back of 64", "the others as they were")
+    expect(check(in_place_without_return), checking.WRONG, "return the batch")
+    expect(check(todo), checking.NOT_DONE)
+
+    import random
+
+    def with_random(batch):
+        batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
+        return batch
+
+    rng = np.random.default_rng()
+
+    def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
+        images = batch["image"]
+        chosen = rng.random(len(images)) < 0.5
+        if isinstance(images, np.ndarray) and images.dtype != object:
+            batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
+        else:
+            batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
+        return batch
+
+    expect(check(with_random), checking.DONE)
+    expect(check(with_a_mask), checking.DONE)
+
+
+def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts():
+    """03.1: a function, an untouched class, a class whose `__call__` is still untouched: no Ray needed for these."""
+    import ray
+
+    ray.shutdown()
+
+    def a_function(batch):
+        return batch
+
+    class Untouched:
+        def __init__(self, checkpoint):
+            raise NotImplementedError
+
+        def __call__(self, batch):
+            raise NotImplementedError
+
+    class HalfDone:
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def __call__(self, batch):
+            raise NotImplementedError  # your code
+
+    expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class", "`__init__` loads")
+    expect(ray_data.check_confident_classifier(Untouched), checking.NOT_DONE)
+    expect(ray_data.check_confident_classifier(HalfDone), checking.NOT_DONE)
+    assert not ray.is_initialized(), "the check started Ray for an answer it judges without it"
 
 
 @pytest.mark.cluster

@@ -236,8 +236,13 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         out = attempt(mirror_half, {"image": images.copy(), "label": np.arange(64)})
         assert isinstance(out, dict) and {"image", "label"} <= set(out), "return the batch: a dict with its columns"
         result = np.asarray(out["image"])
+        assert len(result) == len(images), (
+            f"{len(result)} images came back of {len(images)}: return every image, the chosen ones mirrored and the "
+            "others as they were (a filter such as `images[chosen]` drops the rest)"
+        )
         assert result.shape == images.shape and result.dtype == images.dtype, (
-            f"images came back {result.shape} {result.dtype}, went in {images.shape} {images.dtype}"
+            f"images came back {result.shape} {result.dtype}, went in {images.shape} {images.dtype}: mirroring "
+            "changes neither the size nor the pixel type"
         )
         assert np.array_equal(out["label"], np.arange(64)), "the labels changed: mirror the images only"
         same = [np.array_equal(a, b) for a, b in zip(result, images, strict=True)]
@@ -246,8 +251,13 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         assert not any(u and not s for u, s in zip(upside_down, same, strict=True)), (
             "some images are upside down: images are (height, width, channels), mirror along the width axis"
         )
+        colours = [np.array_equal(a, b[..., ::-1]) for a, b in zip(result, images, strict=True)]
+        assert not any(c and not s for c, s in zip(colours, same, strict=True)), (
+            "some images have their colour channels reversed (RGB became BGR): `image[..., ::-1]` flips the last "
+            "axis, the channels. Mirror along the width, axis 1 of an (H, W, C) image: `image[:, ::-1]`"
+        )
         assert all(s or m for s, m in zip(same, mirrored, strict=True)), (
-            "some images are neither unchanged nor mirrored left to right"
+            "some images are neither unchanged nor mirrored left to right: mirror an image whole, `image[:, ::-1]`"
         )
         share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / 64
         assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
@@ -259,12 +269,23 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             raise AssertionError(
                 f"on a batch of images of different sizes (real photos are) {error}: mirror each image by itself"
             ) from None
+        assert isinstance(out, dict) and len(out.get("image", [])) == 4, (
+            "on a batch of 4 images of different sizes (real photos are) it did not return the 4 images: mirror "
+            "each image by itself, and return the batch"
+        )
         kept = [
             np.array_equal(a, b) or np.array_equal(a, b[:, ::-1]) for a, b in zip(out["image"], ragged, strict=True)
         ]
-        assert len(out["image"]) == 4 and all(kept), (
+        assert all(kept), (
             "on a batch of images of different sizes (real photos are) some images came back changed: mirror each "
             "image by itself"
+        )
+        again = attempt(mirror_half, {"image": images.copy(), "label": np.arange(64)})
+        chosen_again = [np.array_equal(a, b[:, ::-1]) for a, b in zip(np.asarray(again["image"]), images, strict=True)]
+        assert chosen_again != [m and not s for m, s in zip(mirrored, same, strict=True)], (
+            "called twice on the same batch, it mirrored the same images both times: the choice is not random (a "
+            "fixed pattern, or a generator seeded with the same number at every call), so epoch after epoch the "
+            "same images of a batch are mirrored. Draw anew at each call: `np.random.default_rng()` without a seed"
         )
         return f"{share:.0%} of 64 images mirrored left to right, the rest untouched, labels kept"
 
