@@ -23,6 +23,26 @@ def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
     expect(fault_tolerance.check_resume(todo, FailureConfig(max_failures=1)), checking.NOT_DONE)
 
 
+def test_resume_names_each_half_right_failure_config_before_ray_starts():
+    """02b.1: the default FailureConfig, the class itself, a whole RunConfig, more restarts than one; all said
+    without a run (and without starting Ray)."""
+    import ray
+    from ray.train import RunConfig
+
+    def counter(loop_config):  # never run: the FailureConfig is refused first
+        pass
+
+    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    check = fault_tolerance.check_resume
+    expect(check(counter, FailureConfig()), checking.WRONG, "max_failures=0", "the default, allows none")
+    expect(check(counter, FailureConfig), checking.WRONG, "the class `FailureConfig` itself", "max_failures=1")
+    whole_run = RunConfig(failure_config=FailureConfig(max_failures=1))
+    expect(check(counter, whole_run), checking.WRONG, "a whole `RunConfig`", "the `FailureConfig` alone")
+    expect(check(counter, FailureConfig(max_failures=3)), checking.WRONG, "exactly one restart", "runs 4 times")
+    expect(check(counter, 1), checking.WRONG, "`failure_config` is 1", "make it a `FailureConfig`")
+    assert not ray.is_initialized(), "the check started Ray for a FailureConfig it refuses"
+
+
 @pytest.mark.cluster
 def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     """02b.1 on Ray Train: the answers of a learner who half-understood are refused."""
@@ -55,6 +75,19 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     expect(fault_tolerance.check_resume(no_checkpoint, one_restart), checking.WRONG, "no checkpoint was reported")
     ten_steps = lambda c: count(c, steps=10)  # noqa: E731
     expect(fault_tolerance.check_resume(ten_steps, one_restart), checking.WRONG, "count to the number the loop config")
+
+    def repeats_the_saved_step(loop_config):  # resumes *at* the checkpoint's step, so that step is reported twice
+        start = 1
+        checkpoint = ray.train.get_checkpoint()
+        if checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                start = int(Path(folder, "step.txt").read_text())
+        for step in range(start, loop_config["steps"] + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+    expect(fault_tolerance.check_resume(repeats_the_saved_step, one_restart), checking.WRONG, "go on right after it")
 
     def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
         for step in range(1, loop_config["steps"] + 1):

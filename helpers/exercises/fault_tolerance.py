@@ -64,16 +64,27 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
     def run() -> str:
         if untouched(count_to):
             raise _NotDone
+        assert failure_config is not FailureConfig, (
+            "`failure_config` is the class `FailureConfig` itself: make one, `FailureConfig(max_failures=1)`"
+        )
+        assert not isinstance(failure_config, RunConfig), (
+            "`failure_config` is a whole `RunConfig`: the check builds the run's `RunConfig` itself and passes it "
+            "your `failure_config`; give the `FailureConfig` alone, `FailureConfig(max_failures=1)`"
+        )
         assert isinstance(failure_config, FailureConfig), (
             f"`failure_config` is {failure_config!r}: make it a `FailureConfig`, with the number of restarts allowed"
         )
-        assert failure_config.max_failures == 1, (
-            f"`max_failures={failure_config.max_failures}`: the exercise allows exactly one restart. "
+        failures = failure_config.max_failures
+        assert failures == 1, (
+            f"`max_failures={failures}`: the exercise allows exactly one restart. "
             + (
                 "-1 restarts without end: a job that fails every time would never stop. "
-                if failure_config.max_failures < 0
-                else ""
+                if failures < 0
+                else "0, the default, allows none: the first crash ends the run. "
+                if failures == 0
+                else f"With {failures}, a function that fails every time runs {failures + 1} times before it stops. "
             )
+            + "Set `FailureConfig(max_failures=1)`"
         )
         _attached()
         crash = ray.remote(num_cpus=0)(_Crash).remote()
