@@ -59,3 +59,60 @@ def test_model_inputs():
 
     expect(local_finetune.check_model_inputs(own_normalisation, processor), checking.WRONG, "call the processor itself")
     expect(local_finetune.check_model_inputs(lambda i, p: p(i, return_tensors="pt"), processor), checking.DONE)
+
+
+def test_freeze_backbone_names_each_half_right_answer():
+    """01.1: an attribute set on the module (it freezes nothing), eval mode, the head frozen instead; other right
+    answers."""
+
+    def attribute_only(model):  # a plain attribute on the module: no parameter changes
+        model.vit.requires_grad = False
+
+    def eval_mode(model):  # eval() switches dropout off; every parameter still trains
+        model.vit.eval()
+
+    def head_frozen(model):
+        for p in model.classifier.parameters():
+            p.requires_grad = False
+
+    check = local_finetune.check_freeze_backbone
+    expect(check(attribute_only), checking.WRONG, "backbone parameters still train", "requires_grad=False")
+    expect(check(eval_mode), checking.WRONG, "backbone parameters still train")
+    expect(check(head_frozen), checking.WRONG, "backbone parameters still train")
+    expect(check(lambda model: model.nope), checking.WRONG, "it raised AttributeError")
+    expect(check(todo), checking.NOT_DONE)
+
+    def by_name(model):
+        for name, p in model.named_parameters():
+            p.requires_grad = name.startswith("classifier.")
+
+    def requires_grad_(model):
+        model.base_model.requires_grad_(False)
+        return model  # a value returned as well: the check reads the model it gave
+
+    for right in (by_name, requires_grad_):
+        expect(check(right), checking.DONE, "only the head trains")
+
+
+def test_model_inputs_names_each_half_right_answer():
+    """01.2: numpy arrays, the tensor without its dict, images scaled by hand; other right answers."""
+    processor = standin_processor()
+    check = local_finetune.check_model_inputs
+    expect(check(lambda i, p: p(i, return_tensors="np"), processor), checking.WRONG, "ndarray", "return_tensors")
+    only_the_tensor = lambda i, p: p(i, return_tensors="pt")["pixel_values"]  # noqa: E731
+    expect(check(only_the_tensor, processor), checking.WRONG, "it returned Tensor", "`pixel_values` entry")
+
+    def scaled_by_hand(images, processor):  # arrays in [0, 1], rescaled again by the processor
+        import numpy as np
+
+        return processor([np.asarray(i.convert("RGB")) / 255.0 for i in images], return_tensors="pt")
+
+    expect(check(scaled_by_hand, processor), checking.WRONG, "call the processor itself", "on the PIL images")
+    expect(check(lambda i, p: None, processor), checking.WRONG, "it returned NoneType")
+    expect(check(todo, processor), checking.NOT_DONE)
+
+    keyword = lambda i, p: p(images=i, return_tensors="pt")  # noqa: E731
+    as_dict = lambda i, p: {"pixel_values": p(i, return_tensors="pt").pixel_values}  # noqa: E731
+    plain_dict = lambda i, p: dict(p(i, return_tensors="pt"))  # noqa: E731
+    for right in (keyword, as_dict, plain_dict):
+        expect(check(right, processor), checking.DONE, "normalised")
