@@ -161,6 +161,7 @@ def torch_gpus() -> dict[str, object]:
         "cuda": bool(count),
         "count": count,
         "names": [torch.cuda.get_device_name(i) for i in range(count)],
+        "memory_gib": min((torch.cuda.get_device_properties(i).total_memory / 2**30 for i in range(count)), default=0),
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         "torch": torch.__version__,
     }
@@ -389,22 +390,127 @@ def check_hub(model_id: str) -> Check:
         )
 
 
-def plan_rows(resources: dict[str, float], probe: float | Exception) -> list[Check]:
-    """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time."""
+# --- the GPU estimates -------------------------------------------------------------------------------------------
+
+
+def _lessons():
+    from helpers.course import lessons
+
+    return lessons
+
+
+def budget_precision(gpu) -> str:
+    return f"the fine-tunes in {gpu.mixed_precision}, notebooks 04 and 07 in fp32"
+
+
+def model_shapes(sources, budget) -> dict:
+    """The shapes (``lessons.Shape``) of the models the lessons put on a GPU: the sources' pretrained model (its
+    ``config.json``, from its folder or the Hub's cache; ViT-B/16, the largest, where it cannot be read), notebook 04's
+    ViT, 05's linear model."""
+    from helpers.course.config import is_local
+    from helpers.pipeline.vit import architecture_named
+
+    shape = _lessons().Shape
+    known = {  # the real sources' models, with the beans/dogs head
+        "google/vit-base-patch16-224-in21k": shape.vit(224, 16, 12, 768, 12, 3072, 3),
+        "facebook/deit-tiny-patch16-224": shape.vit(224, 16, 12, 192, 3, 768, 3),
+    }
+    pretrained = known.get(sources.model)
+    if pretrained is None:
+        try:
+            if is_local(sources.model):
+                import json
+
+                found = json.loads((Path(sources.model) / "config.json").read_text())
+            else:  # the Hub's cache only: the doctor waits on no download
+                from transformers import AutoConfig
+
+                found = AutoConfig.from_pretrained(sources.model, local_files_only=True).to_dict()
+            pretrained = shape.vit(
+                found["image_size"],
+                found["patch_size"],
+                found["num_hidden_layers"],
+                found["hidden_size"],
+                found["num_attention_heads"],
+                found["intermediate_size"],
+                len(found.get("id2label") or {0: 0, 1: 1}),
+            )
+        except Exception:  # not a ViT-like config, or not readable from here: ViT-B/16's size
+            pretrained = known["google/vit-base-patch16-224-in21k"]
+    arch = architecture_named(budget.cifar.architecture)
+    cifar = shape.vit(
+        arch.image_size, arch.patch_size, arch.num_layers, arch.hidden_dim, arch.num_heads, arch.mlp_dim, 10
+    )
+    return {"pretrained": pretrained, "cifar": cifar, "linear": shape(3 * 32 * 32 * 10 + 10)}
+
+
+def sources_for(budget):
+    """The sources the notebooks read with ``budget`` (the real model may follow the budget)."""
+    from helpers.course import config
+
+    try:
+        return config.get_sources(budget=budget)
+    except TypeError:  # a get_sources that takes no budget
+        return config.get_sources()
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def gpu_row(lesson, budget, plan, gpu, text: str) -> Check:
+    """A lesson's plan row with its GPU estimate on ``gpu``; a blocker, with the setting that fixes it, where the
+    largest thing it holds does not fit one GPU."""
+    from helpers.course.resources import per_gpu_batches
+
+    lessons = _lessons()
+    grown = per_gpu_batches(budget, plan)
+    estimates = lessons.gpu_estimates(lesson, grown, plan, gpu, model_shapes(sources_for(budget), budget))
+    if not estimates:
+        return Check(lesson.number, True, f"{text}; no GPU")
+    peak = max(estimates, key=lambda e: e.total_gib)
+    _, seconds = lessons.gpu_summary(estimates)
+    parts = (
+        f"weights {peak.parameters_gib:.1f} + optimizer {peak.optimizer_gib:.1f} + activations "
+        f"{peak.activations_gib:.1f} at batch {peak.work.batch} ({peak.work.what})"
+    )
+    found = f"{text}; GPU {peak.total_gib:.1f} of {gpu.memory_gib:.0f} GiB ({parts}); about {duration(seconds)}"
+    too_big = [e for e in estimates if not e.fits]
+    if too_big:
+        return Check(lesson.number, False, f"{found}: does not fit a {gpu.name}", lessons.refit(too_big[0]))
+    return Check(lesson.number, True, found)
+
+
+def plan_rows(
+    resources: dict[str, float], probe: float | Exception, gpu_memory_gib: float | None = None
+) -> list[Check]:
+    """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time; with GPUs,
+    its GPU memory and time (:func:`gpu_row`), a blocker where it does not fit."""
     from helpers.course.config import get_budget
     from helpers.course.lessons import LESSONS
-    from helpers.course.resources import cluster_gpus, plan_resources
+    from helpers.course.resources import cluster_gpus, gpu_of, plan_resources
 
     budget = get_budget(cluster_gpus(resources))
     plan = plan_resources(resources, budget)
+    gpu = gpu_of(resources, gpu_memory_gib) if plan.use_gpu else None
     rows = []
     for lesson in LESSONS:
         text = lesson.plan(budget, plan)
         if budget.kind == "cpu" and isinstance(probe, float):
             minutes = lesson.reference_seconds * probe / REFERENCE_PROBE_S / 60
             text += f"; about {max(1, round(minutes))} min"
-        rows.append(Check(lesson.number, True, text))
-    if budget.kind != "cpu":
+        rows.append(gpu_row(lesson, budget, plan, gpu, text) if gpu else Check(lesson.number, True, text))
+    if gpu:
+        rows.append(
+            Check(
+                "estimate",
+                True,
+                f"GPU memory and time per lesson on one {gpu.name} ({gpu.memory_gib:.0f} GiB, "
+                f"{budget_precision(gpu)}): from the models' sizes and the budget, at "
+                f"{_lessons().EFFICIENCY:.0%} of its peak; not measured (time one `make run` here)",
+            )
+        )
+    elif budget.kind != "cpu":
         rows.append(Check("estimate", True, "none for the gpu budget yet: time one `make run` on this cluster"))
     elif isinstance(probe, Exception):
         rows.append(Check("estimate", False, f"the probe task failed: {probe}", "see the versions and resources rows"))
@@ -460,7 +566,8 @@ def run_checks() -> list[Check]:
     checks = [check_versions(nodes, versions), check_resources(nodes, resources), check_gpus(nodes, gpus)]
     checks.append(check_storage(storage, nodes, writes, reads))
     checks += check_sources(nodes, missing)
-    return checks + plan_rows(resources, probe)
+    measured = [g["memory_gib"] for g in gpus.values() if isinstance(g, dict) and g.get("memory_gib")]
+    return checks + plan_rows(resources, probe, min(measured) if measured else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -182,3 +182,270 @@ def lesson_named(notebook: str) -> Lesson:
         f"no lesson named {name!r} in helpers/course/lessons.py: add a Lesson(notebook={name!r}, ...) record there "
         f"(known: {', '.join(lesson.notebook for lesson in LESSONS)})"
     )
+
+
+# --- each lesson's GPU memory and time, estimated from the budget and the models' sizes ------------------------------
+#
+# ``make doctor`` prints them for the cluster it sees and refuses a plan whose memory does not fit its GPUs
+# (docs/instructors.md, "The gpu budget"). Estimates, not measurements: no GPU has run them here.
+
+CONTEXT_GIB = 0.5  # what CUDA and torch's kernels take on a GPU before any tensor
+EFFICIENCY = 0.3  # the share of a GPU's dense peak that training these models reaches (the seeds' T4: 0.27)
+STEP_FLOOR_S = 0.015  # the least a training step takes: small models on big GPUs wait on kernel launches
+START_S = {"one process": 5.0, "Ray Train": 10.0, "actors": 10.0}  # loading the model, starting workers
+# Images the lessons pass through a model, from the data sets (their real sizes; the stand-ins are smaller).
+CIFAR10_TRAIN = 50_000
+DOGS_FISH_VAL = 782  # imagenette's validation images of its English springers and tenches
+TUNE_LARGEST_BATCH = 128  # the largest batch notebook 07's searches choose (tune.choice)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimates need of a model: its parameters, and for a transformer its depth, tokens, width, heads."""
+
+    parameters: int
+    layers: int = 0
+    tokens: int = 1
+    hidden: int = 0
+    heads: int = 1
+
+    @classmethod
+    def vit(cls, image: int, patch: int, layers: int, hidden: int, heads: int, mlp: int, classes: int) -> Shape:
+        tokens = (image // patch) ** 2 + 1
+        per_layer = 4 * hidden * hidden + 2 * hidden * mlp + 9 * hidden + mlp  # attention, MLP, their biases, norms
+        embedding = 3 * patch * patch * hidden + (tokens + 1) * hidden
+        return cls(layers * per_layer + embedding + hidden * (classes + 2), layers, tokens, hidden, heads)
+
+    def activation_bytes(self, bytes_per_value: int) -> float:
+        """Per image, what training keeps for the backward pass (Korthikanti et al. 2022, no recomputation:
+        ``tokens * hidden * (34 + 5 * heads * tokens / hidden)`` bytes per layer in 16 bits, twice in fp32)."""
+        if not self.layers:
+            return 0.0
+        per_layer = self.tokens * self.hidden * (34 + 5 * self.heads * self.tokens / self.hidden)
+        return self.layers * per_layer * bytes_per_value / 2
+
+    def forward_flops(self) -> float:
+        """Per image: the matrix products (2 per parameter per token) and attention's two (4 * tokens^2 * hidden)."""
+        return 2 * self.parameters * self.tokens + 4 * self.layers * self.tokens**2 * self.hidden
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """What a lesson runs on each GPU it uses: one model, at one batch, for so many images."""
+
+    what: str  # "fine-tune", "train", "serve", "batch inference"
+    model: str  # a key of the shapes: "pretrained" (the sources' model), "cifar" (04's ViT), "linear"
+    batch: int  # images per GPU per forward pass
+    images: int  # images each GPU passes through the model, all steps and epochs together
+    training: bool  # forward and backward with AdamW, or forward only
+    precision: str  # "mixed" (bf16 or fp16, as the GPU has them) or "fp32"
+    runs_as: str  # a key of START_S
+    setting: str  # the budget's knob that sets `batch`, as config.py spells it: named when it does not fit
+    per_setting: int = 1  # GPUs the setting's batch is split over (a global batch); 1: the setting is per GPU
+    copies: int = 1  # models side by side on one GPU (06's two deployments on a single GPU)
+
+
+@dataclass(frozen=True)
+class GpuEstimate:
+    """One :class:`GpuWork` on one GPU: memory in GiB by part, and seconds."""
+
+    work: GpuWork
+    parameters_gib: float  # the weights (fp32)
+    optimizer_gib: float  # their gradients and AdamW's two moments (training only)
+    activations_gib: float  # at the work's batch
+    total_gib: float  # the three, and CUDA's context
+    seconds: float
+    largest_batch: int  # the largest batch per GPU that fits this GPU
+
+    @property
+    def fits(self) -> bool:
+        return self.work.batch <= self.largest_batch
+
+
+def _bytes(work: GpuWork) -> int:
+    return 4 if work.precision == "fp32" else 2
+
+
+def _per_image_gib(work: GpuWork, shape: Shape) -> float:
+    if work.training:
+        return shape.activation_bytes(_bytes(work)) / 2**30
+    return 2 * shape.activation_bytes(_bytes(work)) / max(1, shape.layers) / 2**30  # forward: about a layer at a time
+
+
+def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
+    """``work`` on one ``gpu`` (a ``helpers.course.resources.Gpu``): what it holds, and how long it computes."""
+    parameters = work.copies * shape.parameters * 4 / 2**30
+    optimizer = work.copies * shape.parameters * 12 / 2**30 if work.training else 0.0
+    per_image = work.copies * _per_image_gib(work, shape)
+    fixed = CONTEXT_GIB + parameters + optimizer
+    largest = int((gpu.memory_gib - fixed) / per_image) if per_image else 1 << 20
+    flops = work.images * shape.forward_flops() * (3 if work.training else 1)
+    peak = (gpu.tflops_32 if work.precision == "fp32" else gpu.tflops_16) * 1e12
+    steps = work.images / max(1, work.batch)
+    seconds = START_S[work.runs_as] + max(flops / (peak * EFFICIENCY), steps * STEP_FLOOR_S)
+    activations = work.batch * per_image
+    return GpuEstimate(work, parameters, optimizer, activations, fixed + activations, seconds, largest)
+
+
+def _fit(budget: Any, plan: Any) -> list[GpuWork]:
+    b, workers = budget.beans, plan.num_workers
+    return [
+        GpuWork(
+            "fine-tune",
+            "pretrained",
+            b.batch_size // workers,
+            b.train_steps * b.batch_size // workers,
+            True,
+            "mixed",
+            "Ray Train",
+            "beans.batch_size",
+        )
+    ]
+
+
+def _gpu_work_of(notebook: str, budget: Any, plan: Any) -> list[GpuWork]:
+    """What ``notebook`` runs on each GPU, on ``plan`` (with GPUs) and ``budget`` (its batches per GPU already grown,
+    ``resources.per_gpu_batches``). Only the largest thing each GPU holds at once counts for memory."""
+    workers, actors = plan.num_workers, plan.num_actors
+    if notebook == "00_ray_core":
+        return []
+    if notebook == "01_local_finetune":  # one process, its one GPU: the budget's batch, not grown with the workers
+        b = budget.beans
+        return [
+            GpuWork(
+                "fine-tune",
+                "pretrained",
+                b.batch_size // workers,
+                b.train_steps * b.batch_size // workers,
+                True,
+                "mixed",
+                "one process",
+                "beans.batch_size",
+            )
+        ]
+    if notebook in ("02_ray_train_finetune", "02b_fault_tolerance"):
+        return _fit(budget, plan)
+    if notebook == "03_ray_data":
+        d = budget.dogs
+        return [
+            GpuWork(
+                "fine-tune",
+                "pretrained",
+                d.batch_size // workers,
+                d.train_steps * d.batch_size // workers,
+                True,
+                "mixed",
+                "Ray Train",
+                "dogs.batch_size",
+            ),
+            GpuWork(
+                "batch inference",
+                "pretrained",
+                d.inference_batch_size,
+                -(-DOGS_FISH_VAL // actors),
+                False,
+                "fp32",
+                "actors",
+                "dogs.inference_batch_size",
+            ),
+        ]
+    if notebook == "04_cifar10_pytorch_to_ray":
+        c = budget.cifar
+        train = (c.train_size or CIFAR10_TRAIN) * c.epochs
+        return [
+            GpuWork(
+                "train (plain PyTorch, one GPU)",
+                "cifar",
+                c.batch_size,
+                train,
+                True,
+                "fp32",
+                "one process",
+                "cifar.batch_size",
+            ),
+            *[
+                GpuWork(
+                    f"train ({how})",
+                    "cifar",
+                    c.batch_size // workers,
+                    train // workers,
+                    True,
+                    "fp32",
+                    "Ray Train",
+                    "cifar.batch_size",
+                    per_setting=workers,
+                )
+                for how in ("Ray Train", "Ray Data")
+            ],
+        ]
+    if notebook == "05_data_loading_playbook":
+        p = budget.playbook
+        return [
+            GpuWork(
+                "train (linear)",
+                "linear",
+                p.batch_size,
+                p.rows * p.epochs // workers,
+                True,
+                "fp32",
+                "Ray Train",
+                "playbook.batch_size",
+            )
+        ]
+    if notebook == "06_ray_serve":
+        s = budget.serve
+        requests = 3 * s.load_requests + DOGS_FISH_VAL  # two load tests, the scaling load (about), every held-out
+        return [
+            GpuWork(
+                "serve",
+                "pretrained",
+                s.max_batch_size,
+                requests // min(actors, s.max_replicas),
+                False,
+                "fp32",
+                "actors",
+                "serve.max_batch_size",
+                copies=2 if actors < 2 else 1,
+            )
+        ]
+    if notebook == "07_ray_tune":
+        t, gpus = budget.tune, max(1, workers)
+        searched = t.samples * t.epochs * t.train_size + t.train_samples * t.train_epochs * t.train_size
+        return [
+            GpuWork(
+                "tune (a trial per GPU, at most)",
+                "cifar",
+                max(TUNE_LARGEST_BATCH, budget.cifar.batch_size),
+                searched // gpus,
+                True,
+                "fp32",
+                "Ray Train",
+                "cifar.batch_size",
+            )
+        ]
+    raise KeyError(f"no GPU work written for {notebook} in helpers/course/lessons.py (_gpu_work_of)")
+
+
+def gpu_work(lesson: Lesson, budget: Any, plan: Any) -> list[GpuWork]:
+    """What ``lesson`` runs on each GPU of ``plan`` (none on a plan without GPUs)."""
+    return _gpu_work_of(lesson.notebook, budget, plan) if plan.use_gpu else []
+
+
+def gpu_estimates(lesson: Lesson, budget: Any, plan: Any, gpu: Any, shapes: dict[str, Shape]) -> list[GpuEstimate]:
+    """:func:`estimate` of each of ``lesson``'s :func:`gpu_work` on ``gpu``, with the models' ``shapes``."""
+    return [estimate(work, shapes[work.model], gpu) for work in gpu_work(lesson, budget, plan)]
+
+
+def gpu_summary(estimates: list[GpuEstimate]) -> tuple[float, float]:
+    """(GiB at the peak on one GPU, seconds in all) of a lesson's estimates."""
+    return max((e.total_gib for e in estimates), default=0.0), sum(e.seconds for e in estimates)
+
+
+def refit(estimate: GpuEstimate) -> str:
+    """The setting that makes ``estimate`` fit its GPU, and how."""
+    work = estimate.work
+    if estimate.largest_batch < 1:
+        return f"{work.what} does not fit this GPU even at a batch of 1: a GPU with more memory, or COURSE_BUDGET=cpu"
+    most = max(1, estimate.largest_batch) * work.per_setting
+    split = f" ({estimate.largest_batch} per GPU on {work.per_setting} GPUs)" if work.per_setting > 1 else ""
+    return f"set {work.setting} of the gpu budget (helpers/course/config.py) to {most} or less{split}"

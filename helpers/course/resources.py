@@ -166,5 +166,5 @@ def gpu_of(resources: dict[str, float], memory_gib: float | None = None) -> Gpu 
         return min(known, key=lambda gpu: gpu.memory_gib)
     if memory_gib:
         closest = min(GPUS.values(), key=lambda gpu: abs(gpu.memory_gib - memory_gib))
-        return replace(closest, name=f"GPU ({memory_gib:.0f} GiB)", memory_gib=memory_gib)
+        return replace(closest, name="GPU of unknown type", memory_gib=memory_gib)
     return replace(SMALLEST, name="GPU of unknown type (taken for a T4)")
