@@ -4,6 +4,8 @@ solutions notebook runs them too (tests/test_solutions.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 
@@ -106,6 +108,117 @@ def raises(work, items, on_result) -> list:
     return [ray.remote(work).remote(item) for item in items][len(items)]
 
 
+def right_by_index(work, items, on_result) -> list:
+    """Another right answer: a list of refs, and `refs.index` to find a ready ref's item."""
+    task = ray.remote(work)
+    refs = [task.remote(item) for item in items]
+    results, pending = [None] * len(items), list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        i = refs.index(ready[0])
+        results[i] = ray.get(ready[0])
+        on_result(items[i], results[i])
+    return results
+
+
+def right_with_futures(work, items, on_result) -> list:
+    """Another right answer: each ref as a concurrent.futures Future, taken as they complete."""
+    import concurrent.futures
+
+    task = ray.remote(work)
+    index_of = {task.remote(item).future(): i for i, item in enumerate(items)}
+    results = [None] * len(items)
+    for future in concurrent.futures.as_completed(index_of):
+        i = index_of[future]
+        results[i] = future.result()
+        on_result(items[i], results[i])
+    return results
+
+
+def keyed_by_item(work, items, on_result) -> list:
+    """Refs in a dict keyed by the item: a repeated item's second ref replaces its first."""
+    task = ray.remote(work)
+    ref_of = {item: task.remote(item) for item in items}
+    item_of = {ref: item for item, ref in ref_of.items()}
+    result_of, pending = {}, list(item_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        result_of[item_of[ready]] = ray.get(ready)
+        on_result(item_of[ready], result_of[item_of[ready]])
+    return [result_of[item] for item in items]
+
+
+def started_again(work, items, on_result) -> list:
+    """Handles each result as it comes, then starts every task again for the return value."""
+    task = ray.remote(work)
+    item_of = {task.remote(item): item for item in items}
+    pending = list(item_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        on_result(item_of[ready], ray.get(ready))
+    return ray.get([task.remote(item) for item in items])
+
+
+def cannot_be_scheduled(work, items, on_result) -> list:
+    """Asks for a resource no node has: the tasks wait for ever, and so does ray.get."""
+    task = ray.remote(work).options(resources={"no_node_has_this": 1})
+    refs = [task.remote(item) for item in items]
+    return ray.get(refs)
+
+
+def returns_refs(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    refs, pending = [None] * len(items), list(index_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        refs[index_of[ready]] = ready  # the ref, not its result
+        on_result(items[index_of[ready]], ray.get(ready))
+    return refs
+
+
+def results_in_lists(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    results, pending = [None] * len(items), list(index_of)
+    while pending:
+        ready, pending = ray.wait(pending)
+        results[index_of[ready[0]]] = ray.get(ready)  # a list of one ref gives a list of one result
+        on_result(items[index_of[ready[0]]], results[index_of[ready[0]]][0])
+    return results
+
+
+def waits_for_all_at_once(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    ready, _ = ray.wait(list(index_of), num_returns=len(index_of))  # every one: as slow as ray.get on the list
+    results = [None] * len(items)
+    for ref in ready:
+        results[index_of[ref]] = ray.get(ref)
+        on_result(items[index_of[ref]], results[index_of[ref]])
+    return results
+
+
+def forgets_to_return(work, items, on_result) -> None:
+    task = ray.remote(work)
+    item_of = {task.remote(item): item for item in items}
+    pending = list(item_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        on_result(item_of[ready], ray.get(ready))
+
+
+def result_and_item_swapped(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    results, pending = [None] * len(items), list(index_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        results[index_of[ready]] = ray.get(ready)
+        on_result(results[index_of[ready]], items[index_of[ready]])
+    return results
+
+
 def test_an_untouched_loop_is_not_done_yet_without_starting_ray():
     expect(core.check_as_they_finish(untouched_loop), checking.NOT_DONE, "replace `raise NotImplementedError`")
 
@@ -122,14 +235,47 @@ def test_as_they_finish_refuses_each_half_right_answer(on_ray):
 
 
 @pytest.mark.cluster
+def test_as_they_finish_refuses_what_a_half_understanding_writes(on_ray):
+    expect(core.check_as_they_finish(keyed_by_item), checking.WRONG, "comes 2 times", "key it by the ref")
+    expect(core.check_as_they_finish(started_again), checking.WRONG, "started tasks again", "`ray.get(ref)` gives it")
+    expect(core.check_as_they_finish(returns_refs), checking.WRONG, "object refs, not results")
+    expect(core.check_as_they_finish(results_in_lists), checking.WRONG, "in a list of one", "ray.get(ready[0])")
+    expect(core.check_as_they_finish(waits_for_all_at_once), checking.WRONG, "only after every task")
+    expect(core.check_as_they_finish(forgets_to_return), checking.WRONG, "it returned NoneType")
+    expect(core.check_as_they_finish(result_and_item_swapped), checking.WRONG, "on_result(item, result)")
+
+
+@pytest.mark.cluster
+def test_tasks_that_cannot_be_scheduled_are_named_and_cancelled(on_ray):
+    from ray.util.state import list_tasks
+
+    verdict = core.check_as_they_finish(cannot_be_scheduled, limit_s=8)
+    expect(verdict, checking.WRONG, "only 0 of the 5 tasks had started", "no_node_has_this", "cancelled")
+    job = ray.get_runtime_context().get_job_id()
+    for _ in range(30):  # the state API hears of the cancellation a moment later
+        waiting = list_tasks(filters=[("job_id", "=", job), ("state", "=", "PENDING_NODE_ASSIGNMENT")])
+        if not [task for task in waiting if task.name == "work"]:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"tasks still waiting after the check: {waiting}")
+
+
+@pytest.mark.cluster
 def test_a_loop_that_never_ends_gets_a_verdict_in_time(on_ray):
     verdict = core.check_as_they_finish(never_ends, limit_s=5)
-    expect(verdict, checking.WRONG, "had not returned after 5 s", "ready, pending = ray.wait(pending)")
+    expect(verdict, checking.WRONG, "had not returned after 5 s", "does your loop end", "ray.wait(pending)")
 
 
 @pytest.mark.cluster
 def test_as_they_finish_passes_the_right_answer(on_ray):
     expect(core.check_as_they_finish(right), checking.DONE, "as they ended", "in the order of the items")
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("answer", [right_by_index, right_with_futures])
+def test_as_they_finish_passes_other_right_answers(on_ray, answer):
+    expect(core.check_as_they_finish(answer), checking.DONE, "as they ended")
 
 
 # --- 00.2: a tally that many tasks report to -------------------------------------------------------------------
@@ -222,18 +368,145 @@ def a_task(label: str) -> int:
     return 1
 
 
+@ray.remote(num_cpus=0)
+class AsyncTally:
+    """A right answer: an async actor (its calls run in one event loop; `add` has no await inside)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    async def add(self, label: str) -> int:
+        self.seen[label] = self.seen.get(label, 0) + 1
+        return self.seen[label]
+
+    async def counts(self) -> dict[str, int]:
+        return dict(self.seen)
+
+
+@ray.remote(num_cpus=0)
+class AsyncRace:
+    """An async actor that awaits between reading a count and writing it: concurrent calls lose counts."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    async def add(self, label: str) -> int:
+        import asyncio
+
+        before = self.seen.get(label, 0)
+        await asyncio.sleep(0.05)  # another call runs here, and reads the same `before`
+        self.seen[label] = before + 1
+        return self.seen[label]
+
+    async def counts(self) -> dict[str, int]:
+        return dict(self.seen)
+
+
+WithOptions = ray.remote(counting_class())  # asks for nothing itself: the check is given .options(num_cpus=0)
+
+
+class ReturnsNothing:
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def add(self, label: str) -> None:
+        self.seen[label] = self.seen.get(label, 0) + 1  # counts, but does not say how many
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.seen)
+
+
+class CountsBefore(ReturnsNothing):
+    def add(self, label: str) -> int:
+        before = self.seen.get(label, 0)
+        self.seen[label] = before + 1
+        return before  # the count before this one
+
+
+class ReturnsTheDict(ReturnsNothing):
+    def add(self, label: str) -> dict:
+        self.seen[label] = self.seen.get(label, 0) + 1
+        return self.seen
+
+
+class CountsAsList(ReturnsNothing):
+    def add(self, label: str) -> int:
+        self.seen[label] = self.seen.get(label, 0) + 1
+        return self.seen[label]
+
+    def counts(self) -> list:
+        return sorted(self.seen.items())
+
+
+class TakesLabels(CountsAsList):
+    def __init__(self, labels: list[str]) -> None:
+        self.seen = dict.fromkeys(labels, 0)
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.seen)
+
+
+class NoCountsMethod:
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def add(self, label: str) -> int:
+        self.seen[label] = self.seen.get(label, 0) + 1
+        return self.seen[label]
+
+    def count(self) -> dict[str, int]:  # `count`, not `counts`
+        return dict(self.seen)
+
+
+FractionOfCpu = ray.remote(num_cpus=0.1)(counting_class())
+
+
 def test_the_tally_check_refuses_what_needs_no_cluster_to_tell():
     expect(core.check_tally(Untouched), checking.NOT_DONE)
     expect(core.check_tally(Plain), checking.WRONG, "plain class", "@ray.remote")
     expect(core.check_tally(a_task), checking.WRONG, "a task keeps nothing between calls")
     expect(core.check_tally(SharedCounts), checking.WRONG, "share their counts", "in `self`")
     expect(core.check_tally(GlobalCounts), checking.WRONG, "share their counts")
-    expect(core.check_tally(Forgets), checking.WRONG, "gave {}", "in `self` between calls")
+    expect(core.check_tally(Forgets), checking.WRONG, "then 1 again", "in `self` between calls")
     expect(core.check_tally(WithoutRequest), checking.WRONG, "1 CPU (the default", "num_cpus=0")
     expect(core.check_tally(WithGpu), checking.WRONG, "needs no GPU")
+
+
+def test_the_tally_check_refuses_what_a_half_understanding_writes():
+    expect(core.check_tally(ray.remote(num_cpus=0)(ReturnsNothing)), checking.WRONG, "returned None", "a number")
+    expect(core.check_tally(ray.remote(num_cpus=0)(CountsBefore)), checking.WRONG, "returned 0, then 1", "included")
+    expect(core.check_tally(ray.remote(num_cpus=0)(ReturnsTheDict)), checking.WRONG, "(dict)", "a number")
+    expect(core.check_tally(ray.remote(num_cpus=0)(CountsAsList)), checking.WRONG, "`counts()` returned list")
+    expect(
+        core.check_tally(ray.remote(num_cpus=0)(TakesLabels)), checking.WRONG, "`Tally()` failed, it raised TypeError"
+    )
+    expect(core.check_tally(ray.remote(num_cpus=0)(NoCountsMethod)), checking.WRONG, "no method `counts`")
+    expect(core.check_tally(FractionOfCpu), checking.WRONG, "asks Ray for 0.1 CPU", "num_cpus=0")
+    expect(core.check_tally(WithoutRequest.options(num_cpus=1)), checking.WRONG, "asks Ray for 1 CPU")
+    expect(core.check_tally(42), checking.WRONG, "not an actor class")
+
+
+@pytest.mark.cluster
+def test_an_actor_handle_is_not_the_class(on_ray):
+    handle = Tally.remote()
+    try:
+        expect(core.check_tally(handle), checking.WRONG, "a running actor", "the class itself")
+    finally:
+        ray.kill(handle)
 
 
 @pytest.mark.cluster
 def test_the_tally_check_runs_tallies_on_ray(on_ray):
     expect(core.check_tally(TotalNotPerLabel), checking.WRONG, "`add('cat')` answered")
-    expect(core.check_tally(Tally), checking.DONE, "kept their own counts")
+    expect(core.check_tally(Tally), checking.DONE, "kept their own counts", "one call at a time")
+
+
+@pytest.mark.cluster
+def test_the_tally_check_accepts_other_right_answers(on_ray):
+    expect(core.check_tally(AsyncTally), checking.DONE, "kept their own counts", "async actor")
+    expect(core.check_tally(WithOptions.options(num_cpus=0)), checking.DONE, "kept their own counts")
+
+
+@pytest.mark.cluster
+def test_an_async_tally_that_awaits_mid_count_is_told_why_it_loses_counts(on_ray):
+    expect(core.check_tally(AsyncRace), checking.WRONG, "async actor", "no `await` between")

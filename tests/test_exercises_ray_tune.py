@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -36,7 +37,16 @@ def asha(max_epochs: int, **options) -> ASHAScheduler:
 
 def test_search_right():
     verdict = ray_tune.check_search(lambda max_epochs: (space(), asha(max_epochs)))
-    expect(verdict, checking.DONE, "log-uniform", "stopped")
+    expect(verdict, checking.DONE, "spread evenly over its 4 decades", "stopped")
+
+
+def test_search_other_right_answers():
+    """A log-uniform draw written by hand, and ASHA's options that the exercise leaves free, are right too."""
+    by_hand = tune.sample_from(lambda spec: float(10 ** np.random.uniform(-5, -1)))
+    expect(ray_tune.check_search(lambda e: (space(lr=by_hand), asha(e))), checking.DONE, "spread evenly")
+    expect(ray_tune.check_search(lambda e: (space(), asha(e, reduction_factor=2.0))), checking.DONE)
+    expect(ray_tune.check_search(lambda e: (space(), asha(e, time_attr="epoch"))), checking.DONE)
+    expect(ray_tune.check_search(lambda e: (space() | {"epochs": e}, asha(e))), checking.DONE)
 
 
 def test_search_untouched_is_not_done_yet():
@@ -48,7 +58,57 @@ def test_search_untouched_is_not_done_yet():
 
 def test_search_uniform_learning_rate():
     verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(1e-5, 1e-1)), asha(e)))
-    expect(verdict, checking.WRONG, "log-uniformly")
+    expect(verdict, checking.WRONG, "log-uniformly", "a uniform draw")
+
+
+def test_search_uniform_learning_rate_over_the_lower_range():
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(1e-5, 1e-3)), asha(e)))
+    expect(verdict, checking.WRONG, "the whole range from 1e-05 to 0.1")
+
+
+def test_search_the_lessons_own_range():
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.loguniform(1e-4, 1e-2)), asha(e)))
+    expect(verdict, checking.WRONG, "the whole range", "1e-4 to 1e-2")
+
+
+def test_search_exponents_instead_of_rates():
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(-5, -1)), asha(e)))
+    expect(verdict, checking.WRONG, "are those exponents", "tune.loguniform(1e-05, 0.1)")
+
+
+def test_search_learning_rate_as_a_plain_list():
+    verdict = ray_tune.check_search(lambda e: (space(lr=[1e-5, 1e-1]), asha(e)))
+    expect(verdict, checking.WRONG, "`lr` came out as [1e-05, 0.1] in every trial", "tune.loguniform")
+
+
+def test_search_learning_rate_from_a_short_list():
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.choice([1e-5, 1e-4, 1e-3, 1e-2, 1e-1])), asha(e)))
+    expect(verdict, checking.WRONG, "took only 5 values")
+
+
+def test_search_learning_rate_as_a_grid():
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.grid_search([1e-5, 1e-3, 1e-1])), asha(e)))
+    expect(verdict, checking.WRONG, "`tune.grid_search` for `lr`", "tune.loguniform")
+
+
+def test_search_batch_size_as_a_grid():
+    verdict = ray_tune.check_search(lambda e: (space(batch_size=tune.grid_search([16, 32, 64])), asha(e)))
+    expect(verdict, checking.WRONG, "`tune.grid_search` for `batch_size`", "tune.choice")
+
+
+def test_search_batch_sizes_as_text():
+    verdict = ray_tune.check_search(lambda e: (space(batch_size=tune.choice(["16", "32", "64"])), asha(e)))
+    expect(verdict, checking.WRONG, "a str", "whole number")
+
+
+def test_search_batch_sizes_from_a_range():
+    verdict = ray_tune.check_search(lambda e: (space(batch_size=tune.randint(16, 65)), asha(e)))
+    expect(verdict, checking.WRONG, "`batch_size` took the values", "one of [16, 32, 64]")
+
+
+def test_search_pair_in_the_wrong_order():
+    verdict = ray_tune.check_search(lambda e: (asha(e), space()))
+    expect(verdict, checking.WRONG, "(scheduler, search space)", "(param_space, scheduler)")
 
 
 def test_search_plain_list_of_batch_sizes():
@@ -73,7 +133,48 @@ def test_search_not_asha():
 
 def test_search_wrong_mode_in_the_scheduler():
     verdict = ray_tune.check_search(lambda e: (space(), asha(e, metric="accuracy", mode="min")))
-    expect(verdict, checking.WRONG, 'mode="min"')
+    expect(verdict, checking.WRONG, 'mode="min"', "lowest* accuracy", "leave both to `TuneConfig`")
+
+
+def test_search_validation_loss_in_the_scheduler():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, metric="val_loss", mode="min")))
+    expect(verdict, checking.WRONG, 'ranks the trials by "val_loss": the trials report it', "TuneConfig")
+    assert "do not report" not in verdict.message
+
+
+def test_search_right_metric_and_mode_in_the_wrong_place():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, metric="accuracy", mode="max")))
+    expect(verdict, checking.WRONG, "metric='accuracy' itself", "Tune refuses", "leave both to `TuneConfig`")
+
+
+def test_search_a_mode_without_a_metric():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, mode="max")))
+    expect(verdict, checking.WRONG, "mode='max' itself and leaves the metric unset", "TuneConfig")
+
+
+@pytest.mark.parametrize("factor", [4, 3, 8, 1.5])
+def test_search_not_half_going_on(factor):
+    options = {} if factor == 4 else {"reduction_factor": factor}  # 4: ASHA's default, left unsaid
+    verdict = ray_tune.check_search(lambda e: (space(), ASHAScheduler(max_t=e, grace_period=1, **options)))
+    expect(verdict, checking.WRONG, f"reduction_factor={factor:g} lets about {1 / factor:.0%}", "reduction_factor=2")
+    assert ("ASHA's default" in verdict.message) == (factor == 4), verdict
+
+
+def test_search_time_counted_in_seconds():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, time_attr="time_total_s")))
+    expect(verdict, checking.WRONG, '"time_total_s"', "training_iteration")
+
+
+def test_search_max_t_short_of_the_budget():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e - 1)))
+    expect(verdict, checking.WRONG, "no trial trained more than 3 epochs of the 4")
+
+
+def test_search_another_scheduler():
+    from ray.tune.schedulers import HyperBandScheduler, MedianStoppingRule
+
+    for scheduler in (HyperBandScheduler(max_t=4), MedianStoppingRule(grace_period=1)):
+        expect(ray_tune.check_search(lambda e, s=scheduler: (space(), s)), checking.WRONG, "ASHAScheduler")
 
 
 def test_search_budget_ignored():
@@ -163,4 +264,70 @@ def test_best_trial_returns_the_result_not_its_config(checked):
     def best_trial(results):
         return results.get_best_result(metric="accuracy", mode="max", scope="all"), 0.91
 
-    expect(checked(best_trial), checking.WRONG, "result.config")
+    expect(checked(best_trial), checking.WRONG, "a `Result`", "result.config")
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("scope", ["avg", "last-5-avg", "last-10-avg"])
+def test_best_trial_averages_compared(checked, scope):
+    expect(checked(best_by(scope=scope)), checking.WRONG, "the best average", 'scope="all"')
+
+
+@pytest.mark.cluster
+def test_best_trial_weakest_by_loss_upside_down(checked):
+    expect(checked(best_by(metric="val_loss", mode="max")), checking.WRONG, "the weakest trial", 'mode="max"')
+
+
+@pytest.mark.cluster
+def test_best_trial_first_trial_of_the_grid(checked):
+    def best_trial(results):
+        return results[0].config, float(results[0].metrics_dataframe["accuracy"].max())
+
+    assert checked(best_trial).state == checking.WRONG
+
+
+@pytest.mark.cluster
+def test_best_trial_from_the_table_of_last_reports(checked):
+    def best_trial(results):
+        table = results.get_dataframe()  # each trial's last report
+        row = table.loc[table["accuracy"].idxmax()]
+        return {key[len("config/") :]: value for key, value in row.items() if key.startswith("config/")}, row.accuracy
+
+    expect(checked(best_trial), checking.WRONG, "best *last* epoch", "get_dataframe()")
+
+
+@pytest.mark.cluster
+def test_best_trial_config_as_a_row_of_the_table(checked):
+    def best_trial(results):
+        table = results.get_dataframe(filter_metric="accuracy", filter_mode="max")
+        row = table.loc[table["accuracy"].idxmax()]
+        return row.filter(like="config/").to_dict(), float(row["accuracy"])
+
+    verdict = checked(best_trial)
+    expect(verdict, checking.WRONG, "a row of `get_dataframe()`", "'config/curve'", "result.config")
+    assert "the first value is dict: return" not in verdict.message
+
+
+@pytest.mark.cluster
+def test_best_trial_every_epochs_accuracy(checked):
+    def best_trial(results):
+        chosen = results.get_best_result(metric="accuracy", mode="max", scope="all")
+        return chosen.config, chosen.metrics_dataframe["accuracy"]
+
+    expect(checked(best_trial), checking.WRONG, "Series of 3 values", "`.max()`")
+
+
+@pytest.mark.cluster
+def test_best_trial_other_right_answers(checked):
+    def by_hand(results):
+        chosen = max(results, key=lambda r: r.metrics_dataframe["accuracy"].max())
+        return chosen.config, chosen.metrics_dataframe["accuracy"].max()
+
+    def from_the_filtered_table(results):
+        table = results.get_dataframe(filter_metric="accuracy", filter_mode="max")  # each trial's best report
+        best = table.loc[table["accuracy"].idxmax()]
+        config = {key[len("config/") :]: value for key, value in best.items() if key.startswith("config/")}
+        return config, float(best["accuracy"])
+
+    expect(checked(by_hand), checking.DONE, "0.91")
+    expect(checked(from_the_filtered_table), checking.DONE, "0.91")

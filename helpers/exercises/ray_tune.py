@@ -7,7 +7,6 @@ has a time budget.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,15 +55,31 @@ def made_up_curve(quality: float, epochs: int) -> list[float]:
     return [round(0.1 + quality * (1 - 0.5**epoch), 4) for epoch in range(1, epochs + 1)]
 
 
+def _is_grid(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"grid_search"}
+
+
 def _samples(param_space: Any) -> list[dict]:
     """``SAMPLES`` configurations drawn from ``param_space`` the way Tune's random search draws them."""
+    from ray.tune.schedulers import TrialScheduler
     from ray.tune.search.variant_generator import generate_variants
 
+    assert not isinstance(param_space, TrialScheduler), (
+        "the pair came back as (scheduler, search space): return `(param_space, scheduler)`, in that order"
+    )
     assert isinstance(param_space, dict), (
         f"the search space is a {type(param_space).__name__}: make it a dict, one entry per hyperparameter"
     )
     missing = {"lr", "batch_size"} - set(param_space)
     assert not missing, f"the search space has no {sorted(missing)}: name the entries `lr` and `batch_size`"
+    assert not _is_grid(param_space["batch_size"]), (
+        "`tune.grid_search` for `batch_size` runs every sample once per size: num_samples x 3 trials, every size "
+        "tried with every learning rate drawn. The exercise asks for one size drawn per trial: `tune.choice([...])`"
+    )
+    assert not _is_grid(param_space["lr"]), (
+        "`tune.grid_search` for `lr` runs every value listed, each with every sample: the exercise asks for a "
+        "learning rate drawn from a range in each trial (`tune.loguniform(low, high)`)"
+    )
     rng = np.random.RandomState(0)
     try:
         return [
@@ -77,32 +92,63 @@ def _samples(param_space: Any) -> list[dict]:
         ) from None
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
 def _judge_space(param_space: dict) -> str:
     configs = _samples(param_space)
-    rates = np.array([c["lr"] for c in configs], dtype=float) if configs else np.array([])
     sizes = [c["batch_size"] for c in configs]
-    assert all(isinstance(s, int | np.integer) for s in sizes), (
+    assert not isinstance(sizes[0], list | tuple), (
         f"`batch_size` came out as {sizes[0]!r} in every trial: a plain list is passed to every trial as it is; "
         "`tune.choice([...])` picks one of its values per trial"
+    )
+    odd = next((s for s in sizes if not isinstance(s, int | np.integer) or isinstance(s, bool)), None)
+    assert odd is None, (
+        f"`batch_size` came out as {odd!r}, a {type(odd).__name__}: a DataLoader needs a whole number, "
+        f"`tune.choice({sorted(BATCH_SIZES)})`"
     )
     assert set(sizes) == BATCH_SIZES, (
         f"`batch_size` took the values {sorted(set(sizes))[:8]} in {SAMPLES} draws: the exercise asks for one of "
         f"{sorted(BATCH_SIZES)} per trial (`tune.choice`)"
     )
     low, high = LR_RANGE
-    assert rates.size and np.all((rates >= low * 0.999) & (rates <= high * 1.001)), (
+    rates = [c["lr"] for c in configs]
+    assert all(_number(r) for r in rates), (
+        f"`lr` came out as {rates[0]!r} in every trial: a plain list (or other constant) is passed to every trial as "
+        f"it is; `tune.loguniform({low:g}, {high:g})` draws one learning rate per trial"
+    )
+    rates = np.array(rates, dtype=float)
+    assert rates.max() > 0, (
+        f"`lr` went from {rates.min():.2g} to {rates.max():.2g}: are those exponents? `tune.loguniform` takes the "
+        f"bounds themselves, `tune.loguniform({low:g}, {high:g})`"
+    )
+    assert np.all((rates >= low * 0.999) & (rates <= high * 1.001)), (
         f"`lr` went from {rates.min():.2g} to {rates.max():.2g}: keep it between {low:g} and {high:g}"
     )
-    assert len(set(rates.round(12))) > SAMPLES // 2, (
-        f"`lr` took only {len(set(rates.round(12)))} values in {SAMPLES} draws: sample it from a range"
+    distinct = len(set(rates.round(12)))
+    assert distinct > SAMPLES // 2, f"`lr` took only {distinct} values in {SAMPLES} draws: sample it from a range"
+    decades = np.histogram(np.log10(rates), bins=np.arange(math.log10(low), math.log10(high) + 0.5))[0] / len(rates)
+    shares = ", ".join(f"{share:.0%}" for share in decades)
+    uniform = (
+        f"the learning rates drawn fall {shares} into the decades from {low:g} to {high:g}: a uniform draw puts "
+        "almost every trial in the top decade. Learning rates matter by factors: draw them log-uniformly "
+        "(`tune.loguniform`), each decade as likely as the next"
     )
-    below = float(np.mean(rates < math.sqrt(low * high)))  # the middle of the range on a log scale: 1e-3
-    assert below > 0.35, (
-        f"only {below:.0%} of the learning rates drawn are below {math.sqrt(low * high):g}, the middle of the range "
-        "on a log scale: a uniform draw spends almost every trial on the top decade. Learning rates matter by "
-        "factors: draw them log-uniformly (`tune.loguniform`)"
+    assert decades[-1] < 0.6, uniform
+    edge = 10**0.25  # a quarter of a decade: 400 draws spread over four decades come far closer to both ends
+    assert rates.min() < low * edge and rates.max() > high / edge, (
+        f"`lr` went from {rates.min():.2g} to {rates.max():.2g} in {SAMPLES} draws: the exercise asks for the whole "
+        f"range from {low:g} to {high:g} (step 1 of the lesson searched a narrower one, 1e-4 to 1e-2)"
     )
-    return f"`lr` log-uniform ({below:.0%} of {SAMPLES} draws below 1e-3), `batch_size` one of {sorted(BATCH_SIZES)}"
+    assert decades.min() > 0.15, (
+        f"the learning rates drawn fall {shares} into the decades from {low:g} to {high:g}, not evenly. Learning "
+        "rates matter by factors: draw them log-uniformly (`tune.loguniform`), each decade as likely as the next"
+    )
+    return (
+        f"`lr` spread evenly over its {len(decades)} decades ({shares} of {SAMPLES} draws), `batch_size` one of "
+        f"{sorted(BATCH_SIZES)} per trial"
+    )
 
 
 def _run_scheduler(scheduler: Any, epochs: int) -> tuple[dict[str, int], dict[str, float]]:
@@ -140,13 +186,33 @@ def _judge_scheduler(scheduler: Any, epochs: int) -> str:
         "stops weak trials early"
     )
     metric, mode = scheduler._metric, scheduler._mode  # set when the learner passed them to the scheduler itself
-    assert mode in (None, "max"), (
-        f'your scheduler has mode="{mode}": it would keep the trials with the *lowest* accuracy and stop the best. '
-        'Accuracy is maximised: mode="max" (or leave metric and mode to `TuneConfig`)'
+    refused = (
+        "With `TuneConfig(metric=..., mode=...)` as the lesson writes it, Tune refuses a scheduler that has its own "
+        "(ValueError: ... the scheduler you are using was already instantiated with their own `metric` and `mode`): "
+        "leave both to `TuneConfig`"
     )
     assert metric in (None, "accuracy"), (
-        f'your scheduler ranks trials by "{metric}", which the trials do not report: the check\'s trials report '
-        '"accuracy" (or leave metric and mode to `TuneConfig`)'
+        f'your scheduler ranks the trials by "{metric}": the trials report it (lower is better: mode="min"), but the '
+        f"exercise ranks them the lesson's way, by accuracy, set once in `TuneConfig`. {refused}"
+    )
+    assert mode in (None, "max"), (
+        f'your scheduler has mode="{mode}": it would keep the trials with the *lowest* accuracy and '
+        f"stop the best. {refused}"
+    )
+    assert metric is None and mode is None, (
+        f"your scheduler sets {'metric' if metric else 'mode'}={(metric or mode)!r} itself"
+        + ("" if metric and mode else f" and leaves the {'mode' if metric else 'metric'} unset")
+        + f". {refused}"
+    )
+    assert scheduler._time_attr in ("training_iteration", "epoch"), (
+        f'your scheduler counts time in "{scheduler._time_attr}"; the budget is in epochs, one `tune.report` '
+        "each: leave `time_attr` at its default, training_iteration"
+    )
+    factor = scheduler._reduction_factor
+    default = " (4 is ASHA's default)" if factor == 4 else ""
+    assert math.isclose(factor, 2), (
+        f"reduction_factor={factor:g} lets about {1 / factor:.0%} of the trials that reach a rung go on{default}; "
+        "the exercise asks for about half: `reduction_factor=2`"
     )
     scheduler.set_search_properties("accuracy", "max")  # what TuneConfig(metric=..., mode=...) passes on
     trained, qualities = _run_scheduler(scheduler, epochs)
@@ -201,13 +267,14 @@ def check_search(make_search: Callable[[int], tuple[dict, Any]]) -> Verdict:
 
 # --- 07.2: the best trial of a ResultGrid ---------------------------------------------------------------------------
 
-# Made-up trials: (accuracy, val_loss) per epoch. "peaks" reaches the highest accuracy, at epoch 2, then falls off;
-# "steady" has the best last epoch; "lowest_loss" the lowest loss but not the best accuracy; "weak" the worst.
+# Made-up trials: (accuracy, val_loss) per epoch, in the order of the experiment's grid (the best neither first nor
+# last). "peaks" reaches the highest accuracy, at epoch 2, then falls off; "steady" has the best last epoch and the best
+# average; "lowest_loss" the lowest loss at every epoch, in every scope, but not the best accuracy; "weak" the worst.
 CURVES = {
-    "peaks": [(0.62, 1.30), (0.91, 0.60), (0.80, 0.75)],
-    "steady": [(0.60, 1.00), (0.75, 0.62), (0.88, 0.50)],
-    "lowest_loss": [(0.58, 0.90), (0.70, 0.45), (0.76, 0.30)],
+    "steady": [(0.82, 0.70), (0.85, 0.55), (0.88, 0.50)],
     "weak": [(0.30, 2.10), (0.35, 2.00), (0.38, 1.95)],
+    "peaks": [(0.62, 1.30), (0.91, 0.60), (0.80, 0.75)],
+    "lowest_loss": [(0.58, 0.40), (0.70, 0.35), (0.76, 0.30)],
 }
 BEST = "peaks"
 
@@ -235,33 +302,63 @@ def made_up_results() -> Any:
     return tuner.fit()
 
 
+def _config_problem(chosen: Any) -> str | None:
+    """What is wrong with the first value ``best_trial`` returned, which should be a trial's ``config``."""
+    if isinstance(chosen, dict) and "curve" in chosen:
+        return None
+    if hasattr(chosen, "config") and hasattr(chosen, "metrics"):
+        return "the first value is a `Result`, the whole trial: return its `config` (`result.config`, a dict)"
+    keys = [str(key) for key in (chosen.keys() if hasattr(chosen, "keys") else [])]
+    if any(key.startswith("config/") for key in keys):
+        return (
+            f"the first value is a row of `get_dataframe()` ({type(chosen).__name__}, keys like 'config/curve'): "
+            "return the trial's config itself, `result.config`, a dict keyed by the hyperparameters' own names "
+            "('curve', 'lr')"
+        )
+    return (
+        f"the first value is a {type(chosen).__name__}"
+        + (f" with the keys {keys[:4]}" if keys else "")
+        + ": return the trial's `config`, the dict of its hyperparameters (`result.config`)"
+    )
+
+
 def _judge_best(found: Any, results: Any) -> str:
     assert isinstance(found, tuple) and len(found) == 2, (
         f"it returned {type(found).__name__}: return a pair, (the best trial's config, its best accuracy)"
     )
     chosen, accuracy = found
-    assert isinstance(chosen, dict) and "curve" in chosen, (
-        f"the first value is {type(chosen).__name__}: return the trial's `config` (a dict: `result.config`)"
-    )
+    problem = _config_problem(chosen)
+    assert problem is None, problem
     peaks = {name: max(a for a, _ in curve) for name, curve in CURVES.items()}
     picked = chosen["curve"]
     assert picked != "weak", (
-        'you picked the trial with the lowest accuracy: with mode="min" Tune looks for the smallest value; '
-        'accuracy is best when highest (mode="max")'
+        "you picked the weakest trial (the lowest accuracy, the highest loss): `mode` says which end of the metric "
+        'is best, "max" for the largest value, "min" for the smallest. Accuracy is best when highest: '
+        'metric="accuracy", mode="max"'
     )
     assert picked != "lowest_loss", (
         "you picked the trial with the lowest validation loss; the exercise ranks by validation accuracy "
         '(metric="accuracy"). The two often agree, not always'
     )
+    last, mean = CURVES["steady"][-1][0], np.mean([a for a, _ in CURVES["steady"]])
     assert picked != "steady", (
-        f"you picked the trial with the best *last* epoch ({CURVES['steady'][-1][0]}); another trial reached "
-        f'{peaks[BEST]} at an earlier epoch. `get_best_result` compares last epochs unless you pass scope="all"'
+        f"you picked the trial with the best *last* epoch ({last}) and the best average ({mean:.2f}); another trial "
+        f'reached {peaks[BEST]} at an earlier epoch. `get_best_result` compares last reports with scope="last" (its '
+        'default) and averages with "avg" or "last-5-avg"; scope="all" compares every epoch. '
+        "(`get_dataframe()` too holds each trial's last report, unless you give it filter_metric and filter_mode)"
     )
     assert picked == BEST, f"you picked the trial {chosen}: look for the highest accuracy at any epoch"
+    if hasattr(accuracy, "shape") and getattr(accuracy, "ndim", 0) > 0:
+        raise AssertionError(
+            f"the second value is a {type(accuracy).__name__} of {len(accuracy)} values (every epoch's accuracy): "
+            "return the highest of them, a number (`.max()`)"
+        )
     try:
         accuracy = float(accuracy)
     except (TypeError, ValueError):
-        raise AssertionError(f"the second value is {accuracy!r}: return the accuracy as a number") from None
+        raise AssertionError(
+            f"the second value is {type(accuracy).__name__}: return the accuracy as a number"
+        ) from None
     assert not math.isclose(accuracy, CURVES[BEST][-1][0]), (
         f"the right trial, but {accuracy} is its last epoch's accuracy (`result.metrics` holds the last report); "
         f"its best epoch reached more: every epoch is in `result.metrics_dataframe`"
@@ -272,7 +369,7 @@ def _judge_best(found: Any, results: Any) -> str:
     )
     return (
         f"of {len(results)} trials you picked the one that reached {peaks[BEST]} at epoch 2, not the best last epoch "
-        f"({CURVES['steady'][-1][0]}) nor the lowest loss"
+        f"({last}) nor the best average ({mean:.2f}) nor the lowest loss"
     )
 
 
@@ -299,6 +396,4 @@ def check_best_trial(best_trial: Callable[[Any], tuple[dict, float]]) -> Verdict
             )
         return _judge_best(_within(CALL_LIMIT_S, best_trial, results), results)
 
-    if "limit_s" in inspect.signature(_check).parameters:  # a whole-check time limit, where _check takes one
-        return _check("07.2", run, limit_s=EXPERIMENT_LIMIT_S + CALL_LIMIT_S + 30)
-    return _check("07.2", run)
+    return _check("07.2", run, limit_s=EXPERIMENT_LIMIT_S + CALL_LIMIT_S + 30)
