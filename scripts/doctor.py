@@ -367,27 +367,64 @@ def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
             f"run `{config.BUILD_COMMAND}`" if sources.kind == "standin" else f"check the URI, or {config.SOURCES_ENV}"
         )
         checks.append(Check("sources", False, str(error).split(". ")[0], fix))
-    if sources.kind == "real" and not config.is_local(sources.model):  # a Hub id (a folder is checked above)
-        checks.append(check_hub(sources.model))
+    if sources.kind == "real":
+        checks.append(check_hub(sources))
     return checks
 
 
-def check_hub(model_id: str) -> Check:
+def in_hub_cache(kind: str, repo_id: str) -> bool:
+    """Whether this machine's Hugging Face caches hold ``repo_id`` as an offline run reads it: a model's
+    ``config.json`` in the Hub's cache; a data set prepared by datasets (its Arrow files: datasets reads only those
+    offline, not the Hub cache's parquet files)."""
+    if kind == "model":
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    from datasets import config as datasets_config
+
+    prepared = Path(datasets_config.HF_DATASETS_CACHE) / repo_id.replace("/", "___")
+    return any(prepared.rglob("*.arrow")) if prepared.is_dir() else False
+
+
+def check_hub(sources) -> Check:
+    """The Hub's data set and model that the real sources name: each answers (online), or each is in the caches
+    (``HF_HUB_OFFLINE=1``)."""
+    from helpers.course.config import MODEL_ENV, is_local
+
+    wanted = [
+        (kind, repo) for kind, repo in (("dataset", sources.beans), ("model", sources.model)) if not is_local(repo)
+    ]
+    if not wanted:
+        return Check("hub", True, "nothing to read from the Hub (local folders)")
     if os.environ.get("HF_HUB_OFFLINE") == "1":
+        missing = [f"{kind} {repo}" for kind, repo in wanted if not in_hub_cache(kind, repo)]
+        if missing:
+            return Check(
+                "hub",
+                False,
+                f"HF_HUB_OFFLINE=1, and the caches lack {', '.join(missing)}",
+                "unset HF_HUB_OFFLINE and run the notebooks once online (it fills the caches), or fill them on a "
+                "machine online and copy HF_HOME here",
+            )
+        return Check("hub", True, "HF_HUB_OFFLINE=1: " + ", ".join(f"{k} {r}" for k, r in wanted) + " in the caches")
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    answered, problems = [], []
+    for kind, repo in wanted:
+        url = f"{endpoint}/api/{kind}s/{repo}"
+        try:
+            with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S):
+                answered.append(f"{kind} {repo}")
+        except OSError as error:
+            problems.append(f"{url}: {error}")
+    if problems:
         return Check(
             "hub",
             False,
-            "COURSE_SOURCES=real, but HF_HUB_OFFLINE=1: beans and the pretrained model cannot be downloaded",
-            "unset HF_HUB_OFFLINE (the Makefile sets it only for the stand-ins)",
+            "; ".join(problems),
+            "open the network to huggingface.co (or set HF_ENDPOINT to a mirror); a 404 names an id that moved: "
+            f"set it in helpers/course/config.py or {MODEL_ENV}",
         )
-    url = f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}/api/models/{model_id}"
-    try:
-        with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S):
-            return Check("hub", True, f"{url} answers")
-    except OSError as error:
-        return Check(
-            "hub", False, f"{url}: {error}", "open the network to huggingface.co, or set HF_ENDPOINT to a mirror"
-        )
+    return Check("hub", True, f"{endpoint} has " + ", ".join(answered))
 
 
 # --- the GPU estimates -------------------------------------------------------------------------------------------

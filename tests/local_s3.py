@@ -29,4 +29,4 @@ def local_s3() -> Iterator[dict[str, str]]:
     finally:
         server.stop()
         for name, value in saved.items():
-            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)

@@ -15,10 +15,11 @@ def test_standin_is_the_default(monkeypatch):
 def test_env_switches_to_real(monkeypatch):
     monkeypatch.setenv(config.SOURCES_ENV, "real")
     monkeypatch.delenv(config.MODEL_ENV, raising=False)
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
     sources = config.get_sources()
     assert sources.kind == "real"
-    assert sources.beans == "beans"
-    assert sources.model == "google/vit-base-patch16-224-in21k"
+    assert sources.beans == "AI-Lab-Makerere/beans"
+    assert sources.model == config.REAL_MODELS["cpu"]  # no GPUs here: the cpu budget's model
     assert sources.imagenette.startswith("s3://")
     assert sources.cifar10.startswith("s3://")
 
@@ -148,9 +149,61 @@ def test_a_bucket_for_the_data_folder_is_refused_with_the_alternatives(monkeypat
 
 
 def test_one_setting_names_the_pretrained_model_for_both_kinds_of_sources(monkeypatch, tmp_path):
-    monkeypatch.setenv(config.MODEL_ENV, "facebook/deit-tiny-patch16-224")
-    assert config.get_sources("real").model == "facebook/deit-tiny-patch16-224"
-    assert config.get_sources("standin").model == "facebook/deit-tiny-patch16-224"
+    monkeypatch.setenv(config.MODEL_ENV, "google/vit-base-patch16-224")
+    assert config.get_sources("real").model == "google/vit-base-patch16-224"
+    assert config.get_sources("standin").model == "google/vit-base-patch16-224"
     monkeypatch.delenv(config.MODEL_ENV)
-    assert config.get_sources("real").model == config.REAL_MODEL
+    assert config.get_sources("real").model == config.REAL_MODELS["cpu"]
     assert config.get_sources("standin", tmp_path).model == str(tmp_path / config.STANDIN_VIT)
+
+
+def test_the_real_model_follows_the_budget_small_on_a_laptop_vit_b16_on_gpus(monkeypatch):
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
+    cpu, gpu = config.get_budget(kind="cpu", sources="real"), config.get_budget(kind="gpu", sources="real")
+    assert config.get_sources("real", budget=cpu).model == "facebook/deit-tiny-patch16-224"
+    assert config.get_sources("real", budget=gpu).model == "google/vit-base-patch16-224-in21k"
+    assert config.get_sources("real").model == config.REAL_MODELS["cpu"]  # no budget, no GPUs: the cpu one
+    monkeypatch.setenv(config.BUDGET_ENV, "gpu")
+    assert config.get_sources("real").model == config.REAL_MODELS["gpu"]
+
+
+def test_the_cpu_budget_with_the_real_sources_takes_fewer_smaller_steps_and_the_gpu_budget_is_unchanged():
+    standin, real = config.get_budget(kind="cpu", sources="standin"), config.get_budget(kind="cpu", sources="real")
+    assert real.kind == "cpu" and real.cifar == standin.cifar and real.serve == standin.serve
+    for section, knobs in config.REAL_CPU.items():
+        assert asdict(getattr(real, section)) == asdict(getattr(standin, section)) | knobs
+    assert real.beans.train_steps * real.beans.batch_size < standin.beans.train_steps * standin.beans.batch_size
+    assert config.get_budget(kind="gpu", sources="real") == config.get_budget(kind="gpu", sources="standin")
+
+
+def test_beans_is_named_by_its_hub_id_with_the_owner():
+    """huggingface_hub 2.4 refuses `load_dataset("beans")` before any request (HfUriError: namespace/name)."""
+    assert config.get_sources("real").beans == "AI-Lab-Makerere/beans"
+
+
+def test_a_hub_id_is_not_a_local_path_whatever_folders_the_working_directory_holds(monkeypatch, tmp_path):
+    (tmp_path / "beans").mkdir()
+    (tmp_path / "AI-Lab-Makerere" / "beans").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert not config.is_local("beans") and not config.is_local("AI-Lab-Makerere/beans")
+    assert config.is_local("./beans") and config.is_local(str(tmp_path / "beans")) and config.is_local("~/beans")
+
+
+@pytest.mark.parametrize("bucket", ["air-example-data-2", "ray-example-data"])
+def test_the_public_buckets_are_read_in_their_own_region_on_a_machine_without_aws_settings(monkeypatch, bucket):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile's region either
+    fs, path = config.filesystem(f"s3://anonymous@{bucket}/some/prefix")
+    assert fs.region == "us-west-2" and path == f"{bucket}/some/prefix"
+
+
+def test_floors_are_enforced_unless_the_setting_says_report(monkeypatch):
+    monkeypatch.delenv(config.FLOORS_ENV, raising=False)
+    assert config.floors() == "enforce"
+    monkeypatch.setenv(config.FLOORS_ENV, " Report ")
+    assert config.floors() == "report"
+    monkeypatch.setenv(config.FLOORS_ENV, "skip")
+    with pytest.raises(ValueError, match="enforce.*report"):
+        config.floors()

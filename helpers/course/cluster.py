@@ -69,7 +69,8 @@ PLAIN_WORKER_OUTPUT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_ENABLE_WO
 
 
 # What a worker needs to reach what this process reaches, passed on when set here: the bucket of the storage
-# path or of the sources (endpoint, keys, region; a node with a cloud role of its own needs none), and the Hub.
+# path or of the sources (endpoint, keys, region; a node with a cloud role of its own needs none), the Hub, and where
+# the Hugging Face caches are (a cache filled before a workshop is found by the workers too).
 PASSED_TO_WORKERS = (
     "AWS_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
@@ -81,6 +82,9 @@ PASSED_TO_WORKERS = (
     "HF_TOKEN",
     "HF_HUB_OFFLINE",
     "HF_DATASETS_OFFLINE",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_DATASETS_CACHE",
 )
 
 

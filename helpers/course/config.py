@@ -4,7 +4,8 @@ Two settings, independent of each other:
 
 * ``COURSE_SOURCES`` picks where data and the pretrained model come from. ``standin`` (default): small,
   offline stand-ins that ``make data`` builds in ``data/``. ``real``: the Hugging Face Hub's ``beans``
-  and ViT checkpoint, CIFAR-10 and imagenette on S3 (network needed). Both go through the same code;
+  and a pretrained image classifier (:data:`REAL_MODELS`: a small one for the cpu budget, ViT-B/16 for the gpu
+  budget), CIFAR-10 and imagenette on S3 (network needed). Both go through the same code;
   ``COURSE_MODEL`` names another pretrained model than the sources' own.
 * ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
   cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
@@ -32,10 +33,18 @@ STORAGE_ENV = "COURSE_STORAGE_PATH"
 
 SOURCES_ENV = "COURSE_SOURCES"
 # The pretrained model the beans and dogs lessons (01 to 03, and 06 serving 03's) fine-tune, named once: unset, the
-# stand-in (COURSE_SOURCES=standin) or REAL_MODEL (real). Any image classifier that transformers' Auto classes load
-# will do, a Hub id (with COURSE_SOURCES=real: the Hub is reachable) or a `save_pretrained` folder.
+# stand-in (COURSE_SOURCES=standin) or REAL_MODELS[budget] (real). Any image classifier that transformers' Auto classes
+# load will do, a Hub id (with COURSE_SOURCES=real: the Hub is reachable) or a `save_pretrained` folder written as a
+# path (/..., ./... or ~/...).
 MODEL_ENV = "COURSE_MODEL"
-REAL_MODEL = "google/vit-base-patch16-224-in21k"
+# The real pretrained model, by budget. cpu: DeiT-tiny (5.7 M parameters, an ImageNet-1k classifier, 224 px): a
+# lesson fine-tunes it on real photos in minutes on a laptop's CPU. gpu: ViT-B/16 pretrained on ImageNet-21k (86 M
+# parameters, no classification head), the course's model on a GPU.
+REAL_MODELS = {"cpu": "facebook/deit-tiny-patch16-224", "gpu": "google/vit-base-patch16-224-in21k"}
+REAL_BEANS = "AI-Lab-Makerere/beans"  # the Hub's beans, under its owner's name (the old id `beans` is refused)
+# The public buckets' region. S3 answers only in a bucket's own region, and pyarrow takes us-east-1 where a machine has
+# no AWS settings; Ray Data looks the region up itself. Another bucket's region is looked up (pyarrow.fs.from_uri).
+PUBLIC_BUCKET_REGIONS = {"air-example-data-2": "us-west-2", "ray-example-data": "us-west-2"}
 BUDGET_ENV = "COURSE_BUDGET"
 VERBOSE_ENV = "COURSE_VERBOSE"
 ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
@@ -188,7 +197,7 @@ class Budget:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS and f.name != "kind"}
 
 
-def _standin_sources(data_dir: Path) -> Sources:
+def _standin_sources(data_dir: Path, budget: str) -> Sources:
     imagenette = data_dir / STANDIN_IMAGENETTE
     return Sources(
         kind="standin",
@@ -200,13 +209,13 @@ def _standin_sources(data_dir: Path) -> Sources:
     )
 
 
-def _real_sources(data_dir: Path) -> Sources:
+def _real_sources(data_dir: Path, budget: str) -> Sources:
     return Sources(
         kind="real",
-        beans="beans",
-        model=REAL_MODEL,
+        beans=REAL_BEANS,
+        model=REAL_MODELS[budget],
         imagenette="s3://anonymous@air-example-data-2/imagenette2",
-        # imagenette ships no labels file: `make data` writes one for the real folders.
+        # imagenette ships no labels file: notebook 03 writes one from the real folders on first use (ensure_labels).
         imagenette_labels=str(data_dir / "imagenette2-labels.csv"),
         cifar10="s3://anonymous@ray-example-data/cifar10-parquet",
     )
@@ -264,6 +273,14 @@ _CPU = Budget(
         workers=2,
     ),
 )
+# The cpu budget's changes for the real sources: the real model (DeiT-tiny, 224 px) trains at about 18 images/s on
+# 2 cores, against thousands for the stand-in (64 px). Fewer, smaller steps keep each lesson within about 10 minutes
+# there: beans 80 steps of 16 (1.2 epochs of its 1034 photos), dogs 60 steps of 16. A pretrained classifier fine-tunes
+# at a lower learning rate than the stand-in's 1e-3.
+REAL_CPU = {
+    "beans": dict(train_steps=80, batch_size=16, eval_steps=40, learning_rate=3e-4),
+    "dogs": dict(train_steps=60, eval_steps=30, batch_size=16, learning_rate=3e-4, inference_batch_size=32),
+}
 _BUDGETS = {
     "cpu": _CPU,
     "gpu": replace(
@@ -301,9 +318,11 @@ def sources_kind(kind: str | None = None) -> str:
     return kind
 
 
-def get_sources(kind: str | None = None, data_dir: Path | None = None) -> Sources:
-    """The sources for ``kind`` (see :func:`sources_kind`), with ``$COURSE_MODEL``'s model where it is set."""
-    sources = _SOURCES[sources_kind(kind)](data_dir or data_folder())
+def get_sources(kind: str | None = None, data_dir: Path | None = None, budget: Budget | None = None) -> Sources:
+    """The sources for ``kind`` (see :func:`sources_kind`), with ``$COURSE_MODEL``'s model where it is set.
+
+    The real sources' model follows ``budget`` (:data:`REAL_MODELS`; without one, :func:`budget_kind` with no GPUs)."""
+    sources = _SOURCES[sources_kind(kind)](data_dir or data_folder(), budget.kind if budget else budget_kind())
     model = os.environ.get(MODEL_ENV)
     return replace(sources, model=model) if model else sources
 
@@ -332,15 +351,37 @@ def budget_kind(gpus: float = 0, kind: str | None = None) -> str:
     return kind
 
 
+# Whether a notebook's headline must reach its floor (helpers.course.results.record): `enforce` (default), or `report`
+# for a run whose content cannot learn (the real-sources rehearsal's random weights): the figure and its floor are
+# printed, and nothing is enforced.
+FLOORS_ENV = "COURSE_FLOORS"
+FLOORS = ("enforce", "report")
+
+
+def floors() -> str:
+    """``$COURSE_FLOORS``: ``enforce`` (default) or ``report``; anything else is an error that names both."""
+    value = (os.environ.get(FLOORS_ENV) or "enforce").strip().lower()
+    if value not in FLOORS:
+        raise ValueError(
+            f"{FLOORS_ENV}={value!r} is not a known setting: use one of {list(FLOORS)} (or leave it unset)."
+        )
+    return value
+
+
 def verbose() -> bool:
     """``COURSE_VERBOSE=1``: keep Ray's, Ray Train's and TensorFlow's info logs (off by default: the lesson's
     own output stays readable)."""
     return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def get_budget(gpus: float = 0, kind: str | None = None) -> Budget:
-    """The budget for a cluster with ``gpus`` GPUs (see :func:`budget_kind`)."""
-    return _BUDGETS[budget_kind(gpus, kind)]
+def get_budget(gpus: float = 0, kind: str | None = None, sources: str | None = None) -> Budget:
+    """The budget for a cluster with ``gpus`` GPUs (see :func:`budget_kind`), for ``sources`` (see
+    :func:`sources_kind`): the cpu budget with the real sources fine-tunes the real model on real photos, in fewer,
+    smaller steps (:data:`REAL_CPU`)."""
+    budget = _BUDGETS[budget_kind(gpus, kind)]
+    if budget.kind == "cpu" and sources_kind(sources) == "real":
+        return replace(budget, **{name: replace(getattr(budget, name), **knobs) for name, knobs in REAL_CPU.items()})
+    return budget
 
 
 def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
@@ -364,8 +405,9 @@ def describe(sources: Sources, budget: Budget, plan: object | None = None, lesso
 
 
 def is_local(uri: str) -> bool:
-    """True for a local path, False for a Hub id or a remote URI such as ``s3://...``."""
-    return "://" not in uri and (uri.startswith(("/", ".")) or Path(uri).exists())
+    """True for a local path, written as one (``/...``, ``./...``, ``../...``, ``~/...``); False for a Hub id
+    (``beans``, ``ns/name``: whatever folders the working directory holds) or a remote URI such as ``s3://...``."""
+    return "://" not in uri and uri.startswith(("/", ".", "~"))
 
 
 def require_local(path: str | Path, what: str) -> Path:
@@ -425,7 +467,7 @@ def shared_path(name: str, storage: str | None = None) -> str:
 
 
 # Notebook 06's service: where it listens (unset: a free port on 127.0.0.1, chosen at run time), and the largest
-# request it takes (the model sees 64 x 64 or 224 x 224 pixels: a photo from a phone is far more than it needs).
+# request it takes (the model sees 224 x 224 pixels at most: a photo from a phone is far more than it needs).
 SERVE_PORT_ENV = "COURSE_SERVE_PORT"
 MAX_IMAGE_BYTES = 5_000_000
 MAX_IMAGE_PIXELS = 4096 * 4096
@@ -469,8 +511,10 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and path for a local path (relative ones too) or a URI such as ``s3://...``."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), str(Path(uri).resolve())
-    if uri.startswith(ANONYMOUS_S3):  # Ray's spelling for public buckets; pyarrow wants a flag instead
-        # and, for an S3-compatible server (a mirror, a test server), the endpoint that from_uri reads itself
+    path = uri.removeprefix(ANONYMOUS_S3)
+    region = PUBLIC_BUCKET_REGIONS.get(path.split("/", 1)[0])
+    if uri.startswith(ANONYMOUS_S3) and region:  # a public bucket of the course: its region, without a look-up
+        # (an S3-compatible server, a mirror or a test server, comes from AWS_ENDPOINT_URL, as from_uri reads it)
         endpoint = os.environ.get("AWS_ENDPOINT_URL")
-        return pafs.S3FileSystem(anonymous=True, endpoint_override=endpoint), uri.removeprefix(ANONYMOUS_S3)
-    return pafs.FileSystem.from_uri(uri)
+        return pafs.S3FileSystem(anonymous=True, region=region, endpoint_override=endpoint), path
+    return pafs.FileSystem.from_uri(uri)  # anonymous@ too; from_uri looks the bucket's region up

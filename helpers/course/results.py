@@ -1,8 +1,9 @@
 """Where a notebook leaves its headline figure, so that `make run` can print one table of them.
 
 Each notebook records one *headline*: the figure its record names (``beans val accuracy``, in
-helpers.course.lessons), and any other figures worth keeping. Recording checks the record's floor: a figure below
-it is an error that says so, never a quiet row in a table.
+helpers.course.lessons), and any other figures worth keeping. Recording checks the record's floor for the sources in
+use (``floor``, or ``real_floor`` with ``COURSE_SOURCES=real``): a figure below it is an error that says so, never a
+quiet row in a table. ``COURSE_FLOORS=report`` prints the floor instead (a rehearsal whose weights are random).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.course.config import RESULTS_DIR
+from helpers.course.config import FLOORS_ENV, RESULTS_DIR, floors, sources_kind
 from helpers.course.lessons import Lesson, lesson_named
 
 
@@ -30,16 +31,18 @@ def record(
     lesson: Lesson | None = None,
     **figures: float | None,
 ) -> None:
-    """Check ``value`` against the floor of ``notebook``'s record (helpers.course.lessons; ``lesson``, if given,
-    instead), then save it as its headline with ``figures``.
+    """Check ``value`` against the floor of ``notebook``'s record for the sources in use (helpers.course.lessons;
+    ``lesson``, if given, instead), then save it as its headline with ``figures``.
 
     A figure given as None (a step that did not run, such as TensorFlow's where it is not installed) is left out.
     Raises :class:`BelowFloor` (and saves nothing) when ``value`` is below the floor.
     """
     lesson = lesson or lesson_named(notebook)
-    headline, floor = lesson.headline, lesson.floor
+    kind = sources_kind()
+    headline, floor = lesson.headline, lesson.floor_for(kind)
     value = float(value)
-    if not value >= floor:  # also catches NaN
+    enforced = floors() == "enforce"
+    if enforced and not value >= floor:  # also catches NaN
         raise BelowFloor(f"{headline} is {value:.3f}, below its floor of {floor}: the model did not learn enough")
     path = metrics_path(notebook, results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,8 +52,13 @@ def record(
         "floor": floor,
         "figures": {k: float(v) for k, v in figures.items() if v is not None},
     }
-    path.write_text(json.dumps(content, indent=2, sort_keys=True))
-    print(f"{headline}: {value:.3f} ≥ {floor} ✓")
+    path.write_text(json.dumps(content | {"enforced": enforced}, indent=2, sort_keys=True))
+    if enforced:
+        print(f"{headline}: {value:.3f} ≥ {floor} ✓")
+    else:
+        print(
+            f"{headline}: {value:.3f} (its floor with the {kind} sources, {floor}, not enforced: {FLOORS_ENV}=report)"
+        )
 
 
 def read(notebook: str, results_dir: Path | None = None) -> dict:

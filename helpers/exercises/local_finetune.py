@@ -49,7 +49,7 @@ def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
         assert isinstance(pixels, torch.Tensor), (
             f"`pixel_values` is a {type(pixels).__name__}: ask the processor for tensors (`return_tensors=...`)"
         )
-        size = (processor.size["height"], processor.size["width"])
+        size = tuple(processor(images[:1], return_tensors="pt")["pixel_values"].shape[2:])  # after a crop, if any
         assert tuple(pixels.shape[2:]) == size and pixels.shape[:2] == (4, 3), (
             f"your `pixel_values` have shape {tuple(pixels.shape)} for 4 images of different sizes; the model expects "
             f"(4, 3, {size[0]}, {size[1]}): did every image go through the processor (its size and channel order)?"

@@ -29,7 +29,16 @@ def load_split(uri: str, split: str, limit: int | None = None) -> tuple[np.ndarr
     train split is about 150 MB on S3; a preview of 8 images reads one file)."""
     fs, root = filesystem(f"{uri}/{split}")
     dataset = pads.dataset(root, filesystem=fs, format="parquet")
-    table = dataset.head(limit) if limit else dataset.to_table()
+    if limit:  # file after file, in order, until there are enough rows
+        parts, rows = [], 0
+        for fragment in sorted(dataset.get_fragments(), key=lambda f: f.path):
+            parts.append(fragment.to_table(schema=dataset.schema))
+            rows += parts[-1].num_rows
+            if rows >= limit:
+                break
+        table = pa.concat_tables(parts).slice(0, limit)
+    else:
+        table = dataset.to_table()
     column = table.column("image").combine_chunks()
     if isinstance(column, pa.ExtensionArray):  # Ray's tensor type, registered once ray.data is imported
         shape, column = column.type.shape, column.storage

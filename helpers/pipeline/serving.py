@@ -168,7 +168,7 @@ def read_image(body: bytes, max_bytes: int = config.MAX_IMAGE_BYTES, max_pixels:
     if len(body) > max_bytes:
         raise BadImage(
             413, f"the body is {len(body) / 1e6:.1f} MB, over this service's limit of {max_bytes / 1e6:g} MB: send a "
-            "smaller file (the model sees 64 x 64 pixels, a few kB is plenty)"
+            "smaller file (the model sees 224 x 224 pixels at most: a few hundred kB is plenty)"
         )  # fmt: skip
     try:
         image = Image.open(io.BytesIO(body))  # reads the header only
