@@ -333,10 +333,11 @@ def local_sources(sources) -> list[str]:
     return [u for k, u in vars(sources).items() if k != "kind" and is_local(u) and Path(u).exists()]
 
 
-def check_sources(nodes: list[dict], missing_by_node: list) -> list[Check]:
+def check_sources(nodes: list[dict], missing_by_node: list, resources: dict[str, float]) -> list[Check]:
     from helpers.course import config
+    from helpers.course.resources import cluster_gpus
 
-    sources = config.get_sources()
+    sources = sources_for(config.get_budget(cluster_gpus(resources)))
     checks = []
     try:
         config.require_data(sources)
@@ -485,10 +486,7 @@ def sources_for(budget):
     """The sources the notebooks read with ``budget`` (the real model may follow the budget)."""
     from helpers.course import config
 
-    try:
-        return config.get_sources(budget=budget)
-    except TypeError:  # a get_sources that takes no budget
-        return config.get_sources()
+    return config.get_sources(budget=budget)
 
 
 def duration(seconds: float) -> str:
@@ -523,7 +521,7 @@ def plan_rows(
 ) -> list[Check]:
     """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time; with GPUs,
     its GPU memory and time (:func:`gpu_row`), a blocker where it does not fit."""
-    from helpers.course.config import get_budget
+    from helpers.course.config import get_budget, sources_kind
     from helpers.course.lessons import LESSONS
     from helpers.course.resources import cluster_gpus, gpu_of, plan_resources
 
@@ -533,8 +531,8 @@ def plan_rows(
     rows = []
     for lesson in LESSONS:
         text = lesson.plan(budget, plan)
-        if budget.kind == "cpu" and isinstance(probe, float):
-            minutes = lesson.reference_seconds * probe / REFERENCE_PROBE_S / 60
+        if budget.kind == "cpu" and isinstance(probe, float):  # the real sources' times: at the real model's sizes
+            minutes = lesson.reference_seconds_for(sources_kind()) * probe / REFERENCE_PROBE_S / 60
             text += f"; about {max(1, round(minutes))} min"
         rows.append(gpu_row(lesson, budget, plan, gpu, text) if gpu else Check(lesson.number, True, text))
     if gpu:
@@ -602,7 +600,7 @@ def run_checks() -> list[Check]:
 
     checks = [check_versions(nodes, versions), check_resources(nodes, resources), check_gpus(nodes, gpus)]
     checks.append(check_storage(storage, nodes, writes, reads))
-    checks += check_sources(nodes, missing)
+    checks += check_sources(nodes, missing, resources)
     measured = [g["memory_gib"] for g in gpus.values() if isinstance(g, dict) and g.get("memory_gib")]
     return checks + plan_rows(resources, probe, min(measured) if measured else None)
 

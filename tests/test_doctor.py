@@ -147,5 +147,5 @@ def test_a_node_that_claims_a_gpu_torch_cannot_see_is_a_blocker() -> None:
 
 def test_a_node_that_cannot_answer_is_named_in_the_sources_row_too(monkeypatch):
     monkeypatch.setenv("COURSE_SOURCES", "standin")
-    (check,) = doctor.check_sources(NODES, [[], RuntimeError("ModuleNotFoundError: helpers")])
+    (check,) = doctor.check_sources(NODES, [[], RuntimeError("ModuleNotFoundError: helpers")], {"CPU": 8})
     assert not check.ok and "node 2 (127.0.0.1): no answer (ModuleNotFoundError: helpers)" in check.found

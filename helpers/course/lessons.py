@@ -32,10 +32,18 @@ class Lesson:
     # the floor with COURSE_SOURCES=real (None: the same), argued from the model and the real data, not measured here:
     # the rehearsal's content is drawn and its weights random (docs/instructors.md)
     real_floor: float | None = None
+    # with COURSE_SOURCES=real, the cpu budget's run of it at the real model's and images' sizes (the real-sources
+    # rehearsal on the reference machine: tests/test_real_sources.py prints it; None: as reference_seconds)
+    real_reference_seconds: int | None = None
 
     def floor_for(self, sources: str) -> float:
         """The floor with ``sources`` (``"standin"`` or ``"real"``)."""
         return self.real_floor if sources == "real" and self.real_floor is not None else self.floor
+
+    def reference_seconds_for(self, sources: str) -> int:
+        """Its time on the reference machine with the cpu budget and ``sources`` (``"standin"`` or ``"real"``)."""
+        real = sources == "real" and self.real_reference_seconds is not None
+        return self.real_reference_seconds if real else self.reference_seconds
 
     @property
     def number(self) -> str:
