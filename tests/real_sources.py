@@ -276,7 +276,9 @@ def real_services(content: Path) -> Iterator[tuple[dict[str, str], StandinHub]]:
     with local_s3() as s3_env, standin_hub(content / "hub", {BEANS_OLD_ID: BEANS_ID}) as hub:
         client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name=REGION)
         for bucket in sorted(p for p in (content / "s3").iterdir() if p.is_dir()):
-            client.create_bucket(Bucket=bucket.name, CreateBucketConfiguration={"LocationConstraint": REGION})
+            where = {"LocationConstraint": REGION}  # public, as the real buckets: anyone may read, unsigned
+            client.create_bucket(Bucket=bucket.name, CreateBucketConfiguration=where, ACL="public-read")
             for path in sorted(p for p in bucket.rglob("*") if p.is_file()):
-                client.upload_file(str(path), bucket.name, path.relative_to(bucket).as_posix())
+                key, public = path.relative_to(bucket).as_posix(), {"ACL": "public-read"}
+                client.upload_file(str(path), bucket.name, key, ExtraArgs=public)
         yield {"AWS_ENDPOINT_URL": s3_env["AWS_ENDPOINT_URL"], "HF_ENDPOINT": hub.endpoint}, hub

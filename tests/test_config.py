@@ -207,3 +207,11 @@ def test_floors_are_enforced_unless_the_setting_says_report(monkeypatch):
     monkeypatch.setenv(config.FLOORS_ENV, "skip")
     with pytest.raises(ValueError, match="enforce.*report"):
         config.floors()
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("sources", ["standin", "real"])
+def test_every_beans_budget_has_room_for_02bs_crash_between_its_second_and_third_checkpoint(kind, sources):
+    beans = config.get_budget(kind=kind, sources=sources).beans
+    crash_at_step = beans.eval_steps * 2 + beans.eval_steps // 2  # as notebook 02b computes it
+    assert crash_at_step < beans.train_steps, (kind, sources, beans)

@@ -149,3 +149,22 @@ def test_a_node_that_cannot_answer_is_named_in_the_sources_row_too(monkeypatch):
     monkeypatch.setenv("COURSE_SOURCES", "standin")
     (check,) = doctor.check_sources(NODES, [[], RuntimeError("ModuleNotFoundError: helpers")], {"CPU": 8})
     assert not check.ok and "node 2 (127.0.0.1): no answer (ModuleNotFoundError: helpers)" in check.found
+
+
+def test_with_the_real_sources_the_estimates_are_the_real_models_runs_not_the_stand_ins(monkeypatch) -> None:
+    """A lesson that fine-tunes the real model (224 px) takes minutes where the stand-in (64 px) took seconds: the
+    doctor's estimate comes from the rehearsal's run at the real sizes (``real_reference_seconds``)."""
+    monkeypatch.delenv("COURSE_BUDGET", raising=False)
+    minutes = {}
+    for kind in ("standin", "real"):
+        monkeypatch.setenv("COURSE_SOURCES", kind)
+        rows = doctor.plan_rows({"CPU": 8}, doctor.REFERENCE_PROBE_S)
+        minutes[kind] = {r.name: int(r.found.rsplit("about ", 1)[1].split()[0]) for r in rows[:-1]}
+    for lesson in LESSONS:
+        expected = max(1, round(lesson.reference_seconds_for("real") / 60))
+        assert minutes["real"][lesson.number] == expected, lesson.notebook
+    changed = [lesson.number for lesson in LESSONS if lesson.real_reference_seconds]
+    assert changed and all(minutes["real"][n] >= minutes["standin"][n] for n in changed)
+    monkeypatch.setenv("COURSE_SOURCES", "real")
+    beans = next(r for r in doctor.plan_rows({"CPU": 8}, doctor.REFERENCE_PROBE_S) if r.name == "01")
+    assert "80 steps of batch 16" in beans.found  # the real sources' cpu budget

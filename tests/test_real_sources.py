@@ -35,7 +35,8 @@ FIGURES: dict[str, dict] = {}
 
 class MemoryWatch:
     """Samples the proportional set size (PSS: shared pages split between their processes) of the course's processes
-    (``ports.course_processes``) every ``every`` seconds; :attr:`peak` is the largest sum, in bytes."""
+    (``ports.course_processes``: the cluster's and the kernel's, not this test's, which serves the stand-ins) every
+    ``every`` seconds; :attr:`peak` is the largest sum, in bytes."""
 
     def __init__(self, every: float = 2.0) -> None:
         self.every, self.peak = every, 0
@@ -47,7 +48,7 @@ class MemoryWatch:
         from ports import course_processes
 
         total = 0
-        for pid in course_processes() | {os.getpid()}:
+        for pid in course_processes() - {os.getpid()}:  # not this one: it holds the stand-ins' content
             try:
                 total += psutil.Process(pid).memory_full_info().pss
             except (psutil.Error, AttributeError):

@@ -15,6 +15,7 @@ def test_a_headline_at_or_above_its_floor_is_saved_with_its_name(tmp_path, capsy
         "value": 0.91,
         "floor": 0.8,
         "figures": {"other": 2.0},
+        "enforced": True,
     }
     assert results.read("nb", tmp_path)["headline"] == "toy accuracy"
     assert "toy accuracy: 0.910 ≥ 0.8 ✓" in capsys.readouterr().out
@@ -87,3 +88,21 @@ def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_e
     assert len(stderr_problems(a_notebook("LOAD REPORT", transformers))) == 1, "only Ray's lines can be explained"
     xgboost = "(RayTrainWorker pid=9) [02:14:02] Task [xgboost.ray-rank=00000001]:a005d5dd got rank 1\n"
     assert stderr_problems(a_notebook("each prints the rank it got ... got rank 0", xgboost)) == []
+
+
+def test_with_the_real_sources_the_real_floor_holds_and_report_prints_it_instead(tmp_path, capsys, monkeypatch):
+    real = Lesson(**{**vars(TOY), "real_floor": 0.6})
+    monkeypatch.setenv("COURSE_SOURCES", "real")
+    results.record("nb", 0.7, results_dir=tmp_path, lesson=real)  # above 0.6: fine with the real sources
+    with pytest.raises(results.BelowFloor, match="below its floor of 0.6"):
+        results.record("nb", 0.5, results_dir=tmp_path, lesson=real)
+    with pytest.raises(results.BelowFloor, match="validation accuracy is 0.500, below the floor of 0.6"):
+        results.require_floor("nb", 0.5, "validation accuracy", lesson=real)
+    monkeypatch.setenv("COURSE_FLOORS", "report")
+    results.record("nb", 0.1, results_dir=tmp_path, lesson=real)
+    results.require_floor("nb", 0.1, "validation accuracy", lesson=real)
+    saved = results.read("nb", tmp_path)
+    assert saved["value"] == 0.1 and saved["floor"] == 0.6 and saved["enforced"] is False
+    out = capsys.readouterr().out
+    assert "toy accuracy: 0.100 (its floor with the real sources, 0.6, not enforced: COURSE_FLOORS=report)" in out
+    assert "validation accuracy: 0.100 (floor 0.6 not enforced" in out

@@ -15,6 +15,7 @@ from executed import calls
 from transformers import TrainingArguments
 
 from helpers.course import config
+from helpers.course.resources import loader_workers
 from helpers.pipeline.train import worker_training_args
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_local_finetune.ipynb"
@@ -31,7 +32,7 @@ def notebook_arguments(budget: config.Budget) -> dict:
     """The keyword arguments of notebook 01's `TrainingArguments(...)` call, evaluated for ``budget``."""
     found = calls(NOTEBOOK, "TrainingArguments")
     assert found, "notebook 01 has no TrainingArguments(...) call"
-    names = {"budget": budget, "str": str, "output_dir": "notebook-01"}
+    names = {"budget": budget, "str": str, "output_dir": "notebook-01", "loader_workers": loader_workers}
     return {k.arg: eval(ast.unparse(k.value), names) for k in found[0].keywords if k.arg}  # noqa: S307
 
 

@@ -61,6 +61,16 @@ def record(
         )
 
 
+def require_floor(notebook: str, value: float, what: str, lesson: Lesson | None = None) -> None:
+    """A check on the way to the headline: ``value`` (``what``, such as "validation accuracy") must reach the floor
+    of ``notebook``'s record for the sources in use; with ``COURSE_FLOORS=report`` it is printed instead."""
+    floor, value = (lesson or lesson_named(notebook)).floor_for(sources_kind()), float(value)
+    if floors() == "report":
+        print(f"{what}: {value:.3f} (floor {floor} not enforced: {FLOORS_ENV}=report)")
+    elif not value >= floor:  # also catches NaN
+        raise BelowFloor(f"{what} is {value:.3f}, below the floor of {floor}: the model did not learn enough")
+
+
 def read(notebook: str, results_dir: Path | None = None) -> dict:
     """What a notebook recorded (``headline``, ``value``, ``floor``, ``figures``), or an empty dict."""
     path = metrics_path(notebook, results_dir)

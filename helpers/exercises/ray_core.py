@@ -328,7 +328,10 @@ def _local_state_problem(cls: type) -> str | None:
     try:
         first, second = attempt(cls), attempt(cls)
     except _Raised as raised:
-        return f"`Tally()` failed, {raised}: the check starts each tally with no arguments, as the exercise's `__init__` takes"
+        return (
+            f"`Tally()` failed, {raised}: the check starts each tally with no arguments, as the exercise's "
+            "`__init__` takes"
+        )
     answers = [_call(first.add, label) for label in ("cat", "cat", "dog")]
     _call(second.add, "fish")
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in answers):
