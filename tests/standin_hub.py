@@ -113,10 +113,6 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length).decode() if length else ""
         self._route(head=False, body=body)
 
-    def _renamed(self, kind: str, repo_id: str) -> str | None:
-        new = self.server.renamed.get(repo_id)
-        return new if new and self.server.repo_folder(kind, new) else None
-
     def _route(self, head: bool, body: str = "") -> None:
         url = urlsplit(self.path)
         path, query = unquote(url.path), parse_qs(url.query)
@@ -133,13 +129,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._resolve(kind, resolve.group(2), resolve.group(3), resolve.group(4), head)
         self._error(404, f"Unknown route {path}", head)
 
-    def _api(self, kind: str, repo_id: str, verb: str, rest: str, query: dict, body: str, head: bool) -> None:
+    def _repository(self, kind: str, repo_id: str, head: bool) -> Path | None:
+        """The repository's folder; else the answer is sent (a redirect for a renamed id, a 404) and None returned."""
         folder = self.server.repo_folder(kind, repo_id)
         if folder is None:
-            new = self._renamed(kind, repo_id)
-            if new:
-                return self._redirect(self.path.replace(f"/{repo_id}", f"/{new}", 1), head)
-            return self._error(404, f"Repository not found: {repo_id}", head)
+            new = self.server.renamed.get(repo_id)
+            if new and self.server.repo_folder(kind, new):
+                old = f"/{repo_id}/" if f"/{repo_id}/" in self.path else f"/{repo_id}"
+                self._redirect(self.path.replace(old, old.replace(repo_id, new), 1), head)
+            else:
+                self._error(404, f"Repository not found: {repo_id}", head)
+        return folder
+
+    def _api(self, kind: str, repo_id: str, verb: str, rest: str, query: dict, body: str, head: bool) -> None:
+        folder = self._repository(kind, repo_id, head)
+        if folder is None:
+            return None
         if verb == "revision":
             return self._json(self._info(kind, repo_id, folder))
         if verb == "tree":
@@ -187,12 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
         return info
 
     def _resolve(self, kind: str, repo_id: str, revision: str, name: str, head: bool) -> None:
-        folder = self.server.repo_folder(kind, repo_id)
+        folder = self._repository(kind, repo_id, head)
         if folder is None:
-            new = self._renamed(kind, repo_id)
-            if new:
-                return self._redirect(self.path.replace(f"/{repo_id}/", f"/{new}/", 1), head)
-            return self._error(404, f"Repository not found: {repo_id}", head)
+            return None
         path = folder / name
         if not path.is_file():
             return self._error(404, f"Entry not found: {name}", head)
