@@ -57,9 +57,15 @@ QUIET_WORKERS = {
 
 
 # Ray Train settings for a cluster on one machine (scripts/with-ray-cluster.sh exports the same):
-# `ray.train.report` returns in 0.2 s instead of 2 s, and no preemption watcher (it looks for cloud
-# spot-instance notices, and kept half a CPU core busy on a 2-core laptop).
-ON_THIS_MACHINE = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+# `ray.train.report` returns in 0.2 s instead of 2 s, no preemption watcher (it looks for cloud
+# spot-instance notices, and kept half a CPU core busy on a 2-core laptop), and 5 minutes, not 60 s, for a worker
+# group to start: when notebook 07 starts two trials' trainers at once, 2 cores import torch in 8 processes, which
+# took over 60 s in a rehearsal (the controller then logs a WorkerGroupStartupTimeoutError and retries).
+ON_THIS_MACHINE = {
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "300",
+}
 # Anywhere: Ray Train's print patch sends a worker's every print() to a logger *and* to stdout (each line
 # twice), and defeats libraries that capture stdout (dill's did, and leaked pages of bytecode). Its
 # structured logging sets every worker's root logger to DEBUG, so each library's info lines reach the
