@@ -6,8 +6,8 @@ What differs from a user's run: the endpoints (``HF_ENDPOINT``, ``AWS_ENDPOINT_U
 its real-data floor instead of being held to it. Everything else is checked as in the normal run: the notebook runs
 without error, records its headline, reads well (output, warnings, stderr), listens on 127.0.0.1 only
 (:func:`executed.run`), and leaves its exercises "not done yet". Each notebook's time, the course's peak memory (the
-proportional set size of the cluster's and the kernel's processes) and the disk its checkpoints take are printed, and
-held to the laptop targets of docs/instructors.md.
+proportional set size of the cluster's and the kernel's processes) and the disk its checkpoints take are printed beside
+the laptop targets of docs/instructors.md (figures to read, not to pass or fail on: a loaded machine is slower).
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ class MemoryWatch:
         self._thread.join()
 
 
+def over(value: float, target: float, said: str) -> str:
+    """`` (over the target of <said>)`` where ``value`` is over ``target``; else nothing."""
+    return f" (OVER the target of {said})" if value > target else ""
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
@@ -113,18 +118,15 @@ def test_notebook_runs_on_the_real_sources(real_world, path):
     disk = folder_bytes(real_world["storage"])
     recorded = results.read(path.stem, RESULTS_REAL)
     FIGURES[path.stem] = {
-        "time": f"{outcome.seconds:.0f} s",
+        "time": f"{outcome.seconds:.0f} s" + over(outcome.seconds, TARGET_SECONDS, f"{TARGET_SECONDS} s"),
         "headline": f"{recorded.get('value', float('nan')):.3f} (real floor {lesson.floor_for('real')})",
-        "peak memory": f"{memory.peak / 1e9:.1f} GB",
-        "checkpoints so far": f"{disk / 1e9:.2f} GB",
+        "peak memory": f"{memory.peak / 1e9:.1f} GB" + over(memory.peak, TARGET_PEAK_GB * 1e9, f"{TARGET_PEAK_GB} GB"),
+        "checkpoints so far": f"{disk / 1e9:.2f} GB" + over(disk, TARGET_DISK_GB * 1e9, f"{TARGET_DISK_GB} GB"),
     }
     print(path.stem, FIGURES[path.stem])
     assert outcome.ok, f"{path.name} on the real sources: {outcome.status} (executed copy in {EXECUTED_REAL})"
     assert recorded and not recorded["enforced"] and recorded["floor"] == lesson.floor_for("real"), recorded
     found = problems(path, EXECUTED_REAL)
     assert not found, f"{path.name} on the real sources: " + "; ".join(found)
-    assert outcome.seconds < TARGET_SECONDS, f"{path.stem} took {outcome.seconds:.0f} s (target {TARGET_SECONDS} s)"
-    assert memory.peak < TARGET_PEAK_GB * 1e9, f"peak {memory.peak / 1e9:.1f} GB (target {TARGET_PEAK_GB} GB)"
-    assert disk < TARGET_DISK_GB * 1e9, f"checkpoints {disk / 1e9:.2f} GB (target {TARGET_DISK_GB} GB)"
     if "beans" in lesson.sources:  # the data set came from the Hub, by its real id, through datasets' client
         assert any(BEANS_ID in request for request in real_world["hub"].requests)
