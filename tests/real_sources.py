@@ -43,7 +43,7 @@ EXTRA_SYNSET = "n03000684"  # a synset of imagenette the course does not read (c
 IMAGENETTE_SIZES = [(500, 375), (375, 500), (500, 333), (640, 480), (1024, 768), (400, 400)]  # photos, width x height
 IMAGENETTE_SPLITS = {"train": {"n02102040": 955, "n01440764": 963}, "val": {"n02102040": 395, "n01440764": 387}}
 CIFAR_SPLITS = {"train": 50_000, "test": 10_000}
-CONTENT_VERSION = "1"  # bump when what is built changes: a cached copy of another version is built again
+CONTENT_VERSION = "2"  # bump when what is built changes: a cached copy of another version is built again
 
 BEANS_CARD = """---
 license: mit
@@ -225,7 +225,10 @@ def imagenette_objects() -> Iterator[tuple[str, bytes]]:
                 image = synthetic.animal_image(kind, rng).resize(IMAGENETTE_SIZES[i % len(IMAGENETTE_SIZES)])
                 if i % 25 == 7:  # a few grayscale photos, as imagenette has
                     image = image.convert("L")
-                yield f"imagenette2/{split}/{synset}/{synset}_{i:05d}.JPEG", _jpeg(image, 85)
+                # imagenette's names: <synset>_<n>.JPEG in train/, ImageNet's ILSVRC2012_val_<n>.JPEG in val/ (unique
+                # across splits: notebook 03 joins the labels by file name)
+                name = f"{synset}_{i:05d}" if split == "train" else f"ILSVRC2012_val_{synset[1:]}{i:04d}"
+                yield f"imagenette2/{split}/{synset}/{name}.JPEG", _jpeg(image, 85)
 
 
 def cifar_objects(standin: Path) -> Iterator[tuple[str, bytes]]:
