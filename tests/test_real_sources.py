@@ -85,6 +85,8 @@ def real_world(tmp_path_factory):
     storage = Path(os.environ.get(config.STORAGE_ENV) or config.storage_path()) / "real-sources"
     shutil.rmtree(storage, ignore_errors=True)
     shutil.rmtree(RESULTS_REAL, ignore_errors=True)
+    # the labels file notebook 03 writes from the folders on first use: an earlier rehearsal's is not this content's
+    Path(config.get_sources("real").imagenette_labels).unlink(missing_ok=True)
     with real_services(content) as (endpoints, hub):
         saved = dict(os.environ)
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
