@@ -78,7 +78,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"{b.max_actors} actors in a pool (CPU only)"
         ),
         reference_seconds=25,  # timed 2026-11-25 (the others 2026-11-24, with the doctor's probe)
-        real_reference_seconds=30,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=31,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="01_local_finetune",
@@ -94,7 +94,7 @@ LESSONS: tuple[Lesson, ...] = (
         sources=("beans", "model"),
         plan=lambda b, p: f"one process, {_beans(b)}",
         reference_seconds=33,
-        real_reference_seconds=122,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=115,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="02_ray_train_finetune",
@@ -108,7 +108,7 @@ LESSONS: tuple[Lesson, ...] = (
         sources=("beans", "model"),
         plan=lambda b, p: f"{_workers(p)}, {_beans(b)}",
         reference_seconds=53,
-        real_reference_seconds=130,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=164,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="02b_fault_tolerance",
@@ -122,7 +122,7 @@ LESSONS: tuple[Lesson, ...] = (
         sources=("beans", "model"),
         plan=lambda b, p: f"{_workers(p)}, {_beans(b)}, one worker killed on purpose",
         reference_seconds=51,
-        real_reference_seconds=125,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=159,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="03_ray_data",
@@ -138,7 +138,7 @@ LESSONS: tuple[Lesson, ...] = (
         sources=("imagenette", "imagenette_labels", "model"),
         plan=lambda b, p: f"{_workers(p)}, dogs {b.dogs.train_steps} steps; {p.num_actors} inference actor(s)",
         reference_seconds=73,
-        real_reference_seconds=180,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=277,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="04_cifar10_pytorch_to_ray",
@@ -158,7 +158,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"{b.cifar.train_size or 'all'} images"
         ),
         reference_seconds=83,
-        real_reference_seconds=154,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=147,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="05_data_loading_playbook",
@@ -171,7 +171,7 @@ LESSONS: tuple[Lesson, ...] = (
         sources=("cifar10",),
         plan=lambda b, p: f"{_workers(p)}, {b.playbook.rows} rows, XGBoost and TensorFlow",
         reference_seconds=114,
-        real_reference_seconds=171,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=175,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
         notebook="06_ray_serve",
@@ -187,7 +187,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"({'1 GPU each' if p.gpus_per_actor else 'CPU'}), a load test of {b.serve.load_requests} requests"
         ),
         reference_seconds=83,
-        real_reference_seconds=120,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=152,  # the real-sources rehearsal, 2026-11-25
         runs_in_browser=False,
     ),
     Lesson(
@@ -205,7 +205,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"{b.tune.workers} Ray Train worker(s) each"
         ),
         reference_seconds=171,  # timed 2026-11-25
-        real_reference_seconds=250,  # the real-sources rehearsal, 2026-11-25
+        real_reference_seconds=247,  # the real-sources rehearsal, 2026-11-25
     ),
 )
 
