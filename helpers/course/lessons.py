@@ -325,7 +325,8 @@ def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
     return GpuEstimate(work, parameters, optimizer, activations, fixed + activations, seconds, largest)
 
 
-def _fit(budget: Any, plan: Any) -> list[GpuWork]:
+def _fit(budget: Any, plan: Any, where: str = "Ray Train") -> list[GpuWork]:
+    """The beans fine-tune on each GPU: ``where`` is "Ray Train" (02, 02b) or "one process" (01)."""
     b, workers = budget.beans, plan.num_workers
     return [
         GpuWork(
@@ -335,7 +336,7 @@ def _fit(budget: Any, plan: Any) -> list[GpuWork]:
             b.train_steps * b.batch_size // workers,
             True,
             "mixed",
-            "Ray Train",
+            where,
             "beans.batch_size",
         )
     ]
@@ -348,19 +349,7 @@ def _gpu_work_of(notebook: str, budget: Any, plan: Any) -> list[GpuWork]:
     if notebook == "00_ray_core":
         return []
     if notebook == "01_local_finetune":  # one process, its one GPU: the budget's batch, not grown with the workers
-        b = budget.beans
-        return [
-            GpuWork(
-                "fine-tune",
-                "pretrained",
-                b.batch_size // workers,
-                b.train_steps * b.batch_size // workers,
-                True,
-                "mixed",
-                "one process",
-                "beans.batch_size",
-            )
-        ]
+        return _fit(budget, plan, "one process")
     if notebook in ("02_ray_train_finetune", "02b_fault_tolerance"):
         return _fit(budget, plan)
     if notebook == "03_ray_data":
