@@ -325,21 +325,20 @@ def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
     return GpuEstimate(work, parameters, optimizer, activations, fixed + activations, seconds, largest)
 
 
-def _fit(budget: Any, plan: Any, where: str = "Ray Train") -> list[GpuWork]:
-    """The beans fine-tune on each GPU: ``where`` is "Ray Train" (02, 02b) or "one process" (01)."""
-    b, workers = budget.beans, plan.num_workers
-    return [
-        GpuWork(
-            "fine-tune",
-            "pretrained",
-            b.batch_size // workers,
-            b.train_steps * b.batch_size // workers,
-            True,
-            "mixed",
-            where,
-            "beans.batch_size",
-        )
-    ]
+def _fit(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train") -> GpuWork:
+    """A fine-tune of the pretrained model on each GPU, sized by the budget's ``section`` (beans: 01, 02, 02b; dogs:
+    03); ``where`` is "Ray Train" or "one process" (01)."""
+    knobs, workers = getattr(budget, section), plan.num_workers
+    return GpuWork(
+        "fine-tune",
+        "pretrained",
+        knobs.batch_size // workers,
+        knobs.train_steps * knobs.batch_size // workers,
+        True,
+        "mixed",
+        where,
+        f"{section}.batch_size",
+    )
 
 
 def _gpu_work_of(notebook: str, budget: Any, plan: Any) -> list[GpuWork]:
@@ -349,22 +348,13 @@ def _gpu_work_of(notebook: str, budget: Any, plan: Any) -> list[GpuWork]:
     if notebook == "00_ray_core":
         return []
     if notebook == "01_local_finetune":  # one process, its one GPU: the budget's batch, not grown with the workers
-        return _fit(budget, plan, "one process")
+        return [_fit(budget, plan, where="one process")]
     if notebook in ("02_ray_train_finetune", "02b_fault_tolerance"):
-        return _fit(budget, plan)
+        return [_fit(budget, plan)]
     if notebook == "03_ray_data":
         d = budget.dogs
         return [
-            GpuWork(
-                "fine-tune",
-                "pretrained",
-                d.batch_size // workers,
-                d.train_steps * d.batch_size // workers,
-                True,
-                "mixed",
-                "Ray Train",
-                "dogs.batch_size",
-            ),
+            _fit(budget, plan, "dogs"),
             GpuWork(
                 "batch inference",
                 "pretrained",
