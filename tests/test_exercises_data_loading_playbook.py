@@ -22,28 +22,48 @@ def test_the_ray_data_checks():
     from helpers.course.cluster import configure_ray_data, init_ray
 
     init_ray()
-    configure_ray_data()
-    in_order = lambda ds, epoch: ds.to_pandas()["id"].to_numpy()  # noqa: E731
-    same_seed = lambda ds, epoch: ds.random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
-    expect(data_loading_playbook.check_epoch_order(in_order), checking.WRONG, "nothing was shuffled")
-    expect(data_loading_playbook.check_epoch_order(same_seed), checking.WRONG, "epochs 0 and 1 give the same order")
-    no_seed = lambda ds, epoch: ds.random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
-    expect(data_loading_playbook.check_epoch_order(no_seed), checking.WRONG, "every random step needs a seed")
-    batches = lambda ds, epoch: [b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=300)]  # noqa: E731
-    expect(data_loading_playbook.check_epoch_order(batches), checking.WRONG, "parts (batches?)", "np.concatenate")
+    configure_ray_data()  # preserve_order=True here; the check gives the answer the notebook's False, as in 05
+
+    def in_order_blocks(ds):  # what section 6 says a repeatable order needs: each answer below but one has it
+        ds.context.execution_options.preserve_order = True
+        return ds
+
+    check = data_loading_playbook.check_epoch_order
+    in_order = lambda ds, epoch: in_order_blocks(ds).to_pandas()["id"].to_numpy()  # noqa: E731
+    same_seed = lambda ds, epoch: in_order_blocks(ds).random_shuffle(seed=0).to_pandas()["id"].to_numpy()  # noqa: E731
+    expect(check(in_order), checking.WRONG, "nothing was shuffled")
+    expect(check(same_seed), checking.WRONG, "epochs 0 and 1 give the same order")
+    no_seed = lambda ds, epoch: in_order_blocks(ds).random_shuffle().to_pandas()["id"].to_numpy()  # noqa: E731
+    expect(check(no_seed), checking.WRONG, "every random step needs a seed")
+    batches = lambda ds, epoch: [  # noqa: E731
+        b["id"] for b in in_order_blocks(ds).random_shuffle(seed=epoch).iter_batches(batch_size=300)
+    ]
+    expect(check(batches), checking.WRONG, "parts (batches?)", "np.concatenate")
 
     def numpy_permutation(ds, epoch):  # repeatable and new every epoch, but shuffled on the driver
         ids = np.sort(ds.to_pandas()["id"].to_numpy())
         return ids[np.random.default_rng(epoch).permutation(len(ids))]
 
-    expect(
-        data_loading_playbook.check_epoch_order(numpy_permutation), checking.WRONG, "not by Ray Data", "random_shuffle"
-    )
+    expect(check(numpy_permutation), checking.WRONG, "not by Ray Data", "random_shuffle")
 
-    def right(ds, epoch):
+    def seed_only(ds, epoch):  # the likeliest half-right answer: seeded, but the blocks in the order they finish
         return np.concatenate([b["id"] for b in ds.random_shuffle(seed=epoch).iter_batches(batch_size=None)])
 
-    expect(data_loading_playbook.check_epoch_order(right), checking.DONE, "shuffled by Ray Data")
+    found = check(seed_only)  # two runs may or may not have agreed: either way, refused, naming preserve_order
+    assert found.state == checking.WRONG and "preserve_order" in found.message, found
+
+    def right(ds, epoch):  # the solution's way: the order turned on for the shuffled dataset
+        shuffled = ds.random_shuffle(seed=epoch)
+        shuffled.context.execution_options.preserve_order = True
+        return np.concatenate([b["id"] for b in shuffled.iter_batches(batch_size=None)])
+
+    def right_locally(ds, epoch):  # another right one: a seeded local shuffle as the batches are read, blocks in order
+        ds = in_order_blocks(ds)
+        batches = ds.iter_batches(batch_size=200, local_shuffle_buffer_size=500, local_shuffle_seed=epoch)
+        return np.concatenate([b["id"] for b in batches])
+
+    expect(check(right), checking.DONE, "shuffled by Ray Data")
+    expect(check(right_locally), checking.DONE, "shuffled by Ray Data")
 
     ray.shutdown()
 

@@ -35,6 +35,33 @@ def _calls_recorded(methods: list[tuple[type, str]], calls: list[tuple[str, dict
             setattr(cls, name, method)
 
 
+READS = ("iter_batches", "iter_torch_batches", "iter_rows", "to_pandas", "to_numpy", "take_all", "take")
+
+
+@contextlib.contextmanager
+def _reads_recorded(in_order: list[bool]):
+    """In the block, every read of a ``Dataset``'s rows (:data:`READS`) appends whether that dataset's blocks come
+    out in order (its context's ``preserve_order`` at that moment) to ``in_order``; restored afterwards."""
+    from ray.data import Dataset
+
+    originals = [(name, Dataset.__dict__[name]) for name in READS if name in Dataset.__dict__]
+
+    def recording(method: Callable) -> Callable:
+        def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            in_order.append(bool(self.context.execution_options.preserve_order))
+            return method(self, *args, **kwargs)
+
+        return recorded
+
+    for name, method in originals:
+        setattr(Dataset, name, recording(method))
+    try:
+        yield in_order
+    finally:
+        for name, method in originals:
+            setattr(Dataset, name, method)
+
+
 def _ids(found: Any) -> np.ndarray:
     """An answer that should be one array of ids, as one: an AssertionError that says what it is otherwise."""
     if isinstance(found, list | tuple) and found and all(isinstance(part, np.ndarray | list | dict) for part in found):
@@ -72,9 +99,16 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
 
     def run() -> str:
         _attached()
-        ds = ray.data.range(2000, override_num_blocks=10)
+        context = ray.data.DataContext.get_current()
+        kept = context.execution_options.preserve_order
+        context.execution_options.preserve_order = False  # the notebook's setting (its section 1): ds gets a copy
+        try:
+            ds = ray.data.range(2000, override_num_blocks=10)
+        finally:
+            context.execution_options.preserve_order = kept
         calls: list[tuple[str, dict]] = []
-        with _calls_recorded(watched, calls):
+        in_order: list[bool] = []  # for each read of a dataset's rows: did its blocks come out in order?
+        with _calls_recorded(watched, calls), _reads_recorded(in_order):
             first, again, other = (_ids(attempt(epoch_order, ds, epoch)) for epoch in (0, 0, 1))
         assert sorted(first.tolist()) == list(range(2000)), (
             f"{len(first)} ids, {len(set(first.tolist()))} distinct: every id once, in some order"
@@ -90,6 +124,12 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
             "there first, which a real dataset does not fit. Shuffle with Ray Data, seeded by the epoch: "
             "`ds.random_shuffle(seed=...)`, or a local shuffle as the batches are read (`local_shuffle_buffer_size`, "
             "`local_shuffle_seed`)"
+        )
+        assert all(in_order), (
+            "the same order came back twice here, but by luck: the dataset was read with `preserve_order=False` "
+            "(this notebook's setting), so its blocks come out in the order they finish, which changes with the "
+            "cluster's load. Keep the seed, and turn the order on for this dataset (section 6): "
+            "`shuffled.context.execution_options.preserve_order = True`"
         )
         return "the same shuffled order for the same epoch, another one for the next epoch, shuffled by Ray Data"
 
