@@ -321,6 +321,20 @@ def test_hugging_face_workers_decode_images_in_loader_processes_on_a_gpu(fake_gp
     assert args.dataloader_num_workers == 3
 
 
+def test_every_dataloader_of_the_course_says_whether_it_pins_memory():
+    """A ``DataLoader`` without ``pin_memory=`` copies its batches to a GPU from pageable memory: slower, and never
+    overlapped with the computation. Each one asks ``resources.pin_memory()`` (false on a CPU)."""
+    unpinned = [
+        f"{where}, line {node.lineno}"
+        for where, tree in course_code()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and dotted(node.func).split(".")[-1] == "DataLoader"
+        and not any(keyword.arg == "pin_memory" for keyword in node.keywords)
+    ]
+    assert not unpinned, f"DataLoaders without pin_memory=: {unpinned}"
+
+
 def test_no_loader_processes_on_a_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resources.loader_workers() == 0 and not resources.pin_memory()
@@ -332,6 +346,25 @@ def test_the_fine_tunes_give_every_gpu_a_full_batch():
         assert budget.beans.batch_size // plan.num_workers == GPU_BUDGET.beans.batch_size, gpus
         assert budget.dogs.batch_size // plan.num_workers == GPU_BUDGET.dogs.batch_size, gpus
     assert per_gpu_batches(GPU_BUDGET, ON_CPUS) == GPU_BUDGET  # CPUs: the global batch, split
+
+
+def test_no_actor_or_replica_that_loads_the_model_downloads_its_whole_checkpoint():
+    """``checkpoint.as_directory()`` fetches a whole checkpoint from a bucket, the optimizer's state with the weights
+    (twice their size): in a class that loads the model, once for every actor or replica. They go through
+    ``inference.model_folder``, which leaves the training state behind."""
+    classes = [
+        (where, node)
+        for where, tree in course_code()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and loads_a_model(node)
+    ]
+    assert len(classes) >= 3, classes  # 03's ImageClassifier, its exercise's, 06's deployments
+    whole = [
+        f"{where}: {cls.name}"
+        for where, cls in classes
+        if any(isinstance(n, ast.Call) and dotted(n.func).endswith("as_directory") for n in ast.walk(cls))
+    ]
+    assert not whole, f"classes that load the model from the whole checkpoint: {whole}"
 
 
 def test_inference_downloads_the_weights_not_the_optimizer_state_from_a_bucket(tmp_path):
