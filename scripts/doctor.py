@@ -387,6 +387,9 @@ def in_hub_cache(kind: str, repo_id: str) -> bool:
     return any(prepared.rglob("*.arrow")) if prepared.is_dir() else False
 
 
+HUB_TRUE = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub reads as true in HF_HUB_OFFLINE (any case)
+
+
 def check_hub(sources) -> Check:
     """The Hub's data set and model that the real sources name: each answers (online), or each is in the caches
     (``HF_HUB_OFFLINE=1``)."""
@@ -397,17 +400,19 @@ def check_hub(sources) -> Check:
     ]
     if not wanted:
         return Check("hub", True, "nothing to read from the Hub (local folders)")
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
+    offline = os.environ.get("HF_HUB_OFFLINE", "")
+    if offline.strip().upper() in HUB_TRUE:
         missing = [f"{kind} {repo}" for kind, repo in wanted if not in_hub_cache(kind, repo)]
         if missing:
             return Check(
                 "hub",
                 False,
-                f"HF_HUB_OFFLINE=1, and the caches lack {', '.join(missing)}",
+                f"HF_HUB_OFFLINE={offline}, and the caches lack {', '.join(missing)}",
                 "unset HF_HUB_OFFLINE and run the notebooks once online (it fills the caches), or fill them on a "
                 "machine online and copy HF_HOME here",
             )
-        return Check("hub", True, "HF_HUB_OFFLINE=1: " + ", ".join(f"{k} {r}" for k, r in wanted) + " in the caches")
+        cached = ", ".join(f"{kind} {repo}" for kind, repo in wanted)
+        return Check("hub", True, f"HF_HUB_OFFLINE={offline}: {cached} in the caches")
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     answered, problems = [], []
     for kind, repo in wanted:

@@ -2,12 +2,13 @@
 of the Hub and S3 on 127.0.0.1 (tests/real_sources.py), through the clients a user's run goes through.
 
 What differs from a user's run: the endpoints (``HF_ENDPOINT``, ``AWS_ENDPOINT_URL``), a fresh Hugging Face cache, and
-``COURSE_FLOORS=report``: the content is drawn and the model's weights are random, so each headline is printed beside
-its real-data floor instead of being held to it. Everything else is checked as in the normal run: the notebook runs
-without error, records its headline, reads well (output, warnings, stderr), listens on 127.0.0.1 only
-(:func:`executed.run`), and leaves its exercises "not done yet". Each notebook's time, the course's peak memory (the
-proportional set size of the cluster's and the kernel's processes) and the disk its checkpoints take are printed beside
-the laptop targets of docs/instructors.md (figures to read, not to pass or fail on: a loaded machine is slower).
+``COURSE_FLOORS=report`` for the lessons that fine-tune the pretrained model: its weights are random here, so their
+headline is printed beside its real-data floor instead of being held to it. The lessons that train from scratch or
+need no model (00, 04, 05, 07) learn from the drawn content and are held to their real-data floors. Everything else
+is checked as in the normal run: the notebook runs without error, records its headline, reads well (output, warnings,
+stderr), listens on 127.0.0.1 only (:func:`executed.run`), and gives each of its exercises the verdict "not done yet".
+Each notebook's time, the course's peak memory (the proportional set size of the cluster's and the kernel's
+processes) and the disk its checkpoints take are printed beside the laptop targets of docs/instructors.md (figures to read, not to pass or fail on: a loaded machine is slower).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from executed import EXECUTED, NOTEBOOKS, ROOT, problems, run
+from executed import EXECUTED, NOTEBOOKS, ROOT, exercise_checks, problems, run
 from real_sources import BEANS_ID, build_content, real_services
 
 from helpers.course import config, results
 from helpers.course.lessons import lesson_named
+from helpers.exercises import checking
 
 CONTENT = ROOT / "results" / "real-sources-content"  # built once, kept between runs (results/ is ignored)
 EXECUTED_REAL = EXECUTED.parent / "executed-real"
@@ -113,8 +115,10 @@ def real_world(tmp_path_factory):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_on_the_real_sources(real_world, path):
+def test_notebook_runs_on_the_real_sources(real_world, path, monkeypatch):
     lesson = lesson_named(path.stem)
+    random_weights = "model" in lesson.sources  # the stand-in Hub's pretrained weights: no floor can be reached
+    monkeypatch.setenv(config.FLOORS_ENV, "report" if random_weights else "enforce")
     with MemoryWatch() as memory:
         outcome = run(path, EXECUTED_REAL)
     disk = folder_bytes(real_world["storage"])
@@ -127,7 +131,11 @@ def test_notebook_runs_on_the_real_sources(real_world, path):
     }
     print(path.stem, FIGURES[path.stem])
     assert outcome.ok, f"{path.name} on the real sources: {outcome.status} (executed copy in {EXECUTED_REAL})"
-    assert recorded and not recorded["enforced"] and recorded["floor"] == lesson.floor_for("real"), recorded
+    assert recorded and recorded["floor"] == lesson.floor_for("real"), recorded
+    assert recorded["enforced"] == (not random_weights), recorded  # learnt from drawn content: held to the real floor
+    verdicts = checking.read(path.stem.split("_")[0], RESULTS_REAL)
+    assert len(verdicts) == len(exercise_checks(path)), verdicts
+    assert all(v["state"] == checking.NOT_DONE for v in verdicts.values()), verdicts
     found = problems(path, EXECUTED_REAL)
     assert not found, f"{path.name} on the real sources: " + "; ".join(found)
     if "beans" in lesson.sources:  # the data set came from the Hub, by its real id, through datasets' client

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from PIL import Image
 from real_sources import BEANS_ID, BEANS_OLD_ID, build_beans, build_model
 from standin_hub import standin_hub
 
@@ -29,13 +30,13 @@ MINI_BEANS = {"train": 6, "validation": 3, "test": 3}
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """A Hub with a small beans and the cpu budget's model (its real config, random weights)."""
+    """A Hub with a small beans and both budgets' models (their real configs; random weights for the cpu one)."""
     from real_sources import MODELS
 
     root = tmp_path_factory.mktemp("hub")
     build_beans(root / "datasets" / BEANS_ID, MINI_BEANS)
-    model = config.REAL_MODELS["cpu"]
-    build_model(root / "models" / model, *MODELS[model])
+    for model, spec in MODELS.items():
+        build_model(root / "models" / model, *spec)
     with standin_hub(root, {BEANS_OLD_ID: BEANS_ID}) as server:
         yield server
 
@@ -109,6 +110,19 @@ def test_the_cpu_models_processor_and_new_head_load_through_the_auto_classes(onl
     assert tuple(pixels.shape) == (1, 3, 224, 224)  # resized to 256, then cropped to what the model takes
 
 
+def test_the_gpu_models_config_and_processor_load_through_the_auto_classes(online):
+    """The gpu budget's ViT-B/16: its published config and processor, as the Hub serves them (weights left out)."""
+    from transformers import AutoConfig
+
+    from helpers.pipeline.models import load_processor
+
+    model_id = config.REAL_MODELS["gpu"]
+    model_config = AutoConfig.from_pretrained(model_id)
+    assert (model_config.image_size, model_config.patch_size, model_config.hidden_size) == (224, 16, 768)
+    pixels = load_processor(model_id)([Image.new("RGB", (500, 375))], return_tensors="pt")["pixel_values"]
+    assert tuple(pixels.shape) == (1, 3, 224, 224)
+
+
 def test_the_doctor_checks_the_hubs_data_set_and_model(online, monkeypatch):
     sources = config.get_sources("real")
     row = doctor.check_hub(sources)
@@ -129,6 +143,8 @@ def test_offline_the_doctor_passes_a_filled_cache_and_names_what_an_empty_one_la
     hf_hub_download(sources.model, "config.json")
     filled = doctor.check_hub(sources)
     assert filled.ok and "in the caches" in filled.found, filled
+    monkeypatch.setenv("HF_HUB_OFFLINE", "True")  # huggingface_hub reads 1, on, yes and true alike
+    assert doctor.check_hub(sources).ok
 
 
 def test_a_few_rows_are_read_from_the_first_files_only(tmp_path):
