@@ -8,7 +8,8 @@ need no model (00, 04, 05, 07) learn from the drawn content and are held to thei
 is checked as in the normal run: the notebook runs without error, records its headline, reads well (output, warnings,
 stderr), listens on 127.0.0.1 only (:func:`executed.run`), and gives each of its exercises the verdict "not done yet".
 Each notebook's time, the course's peak memory (the proportional set size of the cluster's and the kernel's
-processes) and the disk its checkpoints take are printed beside the laptop targets of docs/instructors.md (figures to read, not to pass or fail on: a loaded machine is slower).
+processes) and the disk its checkpoints take are printed beside the laptop targets of docs/instructors.md (figures
+to read, not to pass or fail on: a loaded machine is slower).
 """
 
 from __future__ import annotations
