@@ -27,6 +27,9 @@ class Lesson:
     shared: tuple[str, ...] = ()  # the fields every lesson shares that it reads too (config.Budget.shared)
     sources: tuple[str, ...] = ()  # what it reads from config.Sources
     plan: Callable[[Any, Any], str] = lambda budget, plan: ""  # what it asks Ray for (make doctor), from budget, plan
+    # what it runs on each GPU of a plan with GPUs, from the budget (its batches per GPU grown) and the plan: the
+    # GpuWork below, whose memory and time make doctor estimates for the cluster's GPU (gpu_estimates)
+    gpu_work: Callable[[Any, Any], list[GpuWork]] = lambda budget, plan: []
     reference_seconds: int = 60  # a fresh clone's `make run` of it on the reference machine (2 cores; make doctor)
     runs_in_browser: bool = True  # run by the browser test (notebook 06 has a test of its own: tests/test_serve.py)
     # the floor with COURSE_SOURCES=real (None: the same), argued from the model and the real data, not measured here:
@@ -54,6 +57,112 @@ class Lesson:
     def exercises_module(self) -> str:
         """The module of its exercise checks: ``helpers.exercises.ray_data`` for ``03_ray_data``."""
         return f"helpers.exercises.{self.notebook.split('_', 1)[1]}"
+
+
+# --- what each lesson runs on a GPU: its record's ``gpu_work`` (estimated below) ----------
+
+# Images the lessons pass through a model, from the data sets (their real sizes; the stand-ins are smaller).
+CIFAR10_TRAIN = 50_000
+DOGS_FISH_VAL = 782  # imagenette's validation images of its English springers and tenches
+TUNE_LARGEST_BATCH = 128  # the largest batch notebook 07's searches choose (tune.choice)
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """What a lesson runs on each GPU it uses: one model, at one batch, for so many images (its record's ``gpu_work``;
+    ``make doctor`` estimates each one's memory and time: :func:`gpu_estimates`)."""
+
+    what: str  # "fine-tune", "train", "serve", "batch inference"
+    model: str  # a key of the shapes: "pretrained" (the sources' model), "cifar" (04's ViT), "linear"
+    batch: int  # images per GPU per forward pass
+    images: int  # images each GPU passes through the model, all steps and epochs together
+    training: bool  # forward and backward with AdamW, or forward only
+    precision: str  # "mixed" (bf16 or fp16, as the GPU has them) or "fp32"
+    runs_as: str  # a key of START_S
+    setting: str  # the budget's knob that sets `batch`, as config.py spells it: named when it does not fit
+    per_setting: int = 1  # GPUs the setting's batch is split over (a global batch); 1: the setting is per GPU
+    copies: int = 1  # models side by side on one GPU (06's two deployments on a single GPU)
+
+
+def _fit(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train") -> GpuWork:
+    """A fine-tune of the pretrained model on each GPU, sized by the budget's ``section`` (beans: 01, 02, 02b; dogs:
+    03); ``where`` is "Ray Train" or "one process" (01)."""
+    knobs, workers = getattr(budget, section), plan.num_workers
+    return GpuWork(
+        "fine-tune",
+        "pretrained",
+        knobs.batch_size // workers,
+        knobs.train_steps * knobs.batch_size // workers,
+        True,
+        "mixed",
+        where,
+        f"{section}.batch_size",
+    )
+
+
+def _dogs_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """03: the dogs fine-tune on Ray Train, then batch inference on an actor per GPU."""
+    inference = GpuWork(
+        "batch inference",
+        "pretrained",
+        budget.dogs.inference_batch_size,
+        -(-DOGS_FISH_VAL // plan.num_actors),
+        False,
+        "fp32",
+        "actors",
+        "dogs.inference_batch_size",
+    )
+    return [_fit(budget, plan, "dogs"), inference]
+
+
+def _cifar_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """04: the baseline on one GPU, then the same training on Ray Train, fed by a DataLoader and by Ray Data."""
+    c, workers = budget.cifar, plan.num_workers
+    train = (c.train_size or CIFAR10_TRAIN) * c.epochs
+    baseline = GpuWork(
+        "train (plain PyTorch, one GPU)", "cifar", c.batch_size, train, True, "fp32", "one process", "cifar.batch_size"
+    )
+    distributed = [
+        GpuWork(
+            f"train ({how})",
+            "cifar",
+            c.batch_size // workers,
+            train // workers,
+            True,
+            "fp32",
+            "Ray Train",
+            "cifar.batch_size",
+            per_setting=workers,
+        )
+        for how in ("Ray Train", "Ray Data")
+    ]
+    return [baseline, *distributed]
+
+
+def _playbook_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """05: the linear model of the playbook's training runs (XGBoost and TensorFlow run on CPUs)."""
+    p = budget.playbook
+    rows = p.rows * p.epochs // plan.num_workers
+    return [GpuWork("train (linear)", "linear", p.batch_size, rows, True, "fp32", "Ray Train", "playbook.batch_size")]
+
+
+def _serve_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """06: the fine-tuned model served; two deployments share a GPU where there is only one."""
+    s = budget.serve
+    requests = 3 * s.load_requests + DOGS_FISH_VAL  # two load tests, the scaling load (about), every held-out
+    per_replica = requests // min(plan.num_actors, s.max_replicas)
+    copies = 2 if plan.num_actors < 2 else 1
+    setting = "serve.max_batch_size"
+    return [GpuWork("serve", "pretrained", s.max_batch_size, per_replica, False, "fp32", "actors", setting, 1, copies)]
+
+
+def _tune_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """07: every search's trials, a trial per GPU at most, at the largest batch the search may choose."""
+    t, gpus = budget.tune, max(1, plan.num_workers)
+    searched = t.samples * t.epochs * t.train_size + t.train_samples * t.train_epochs * t.train_size
+    batch = max(TUNE_LARGEST_BATCH, budget.cifar.batch_size)
+    what, where = "tune (a trial per GPU, at most)", "Ray Train"
+    return [GpuWork(what, "cifar", batch, searched // gpus, True, "fp32", where, "cifar.batch_size")]
 
 
 def _workers(plan: Any) -> str:
@@ -93,6 +202,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("eval_batch_size", "max_workers"),
         sources=("beans", "model"),
         plan=lambda b, p: f"one process, {_beans(b)}",
+        gpu_work=lambda b, p: [_fit(b, p, where="one process")],  # one process, its one GPU
         reference_seconds=33,
         real_reference_seconds=115,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -107,6 +217,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("eval_batch_size", "max_workers"),
         sources=("beans", "model"),
         plan=lambda b, p: f"{_workers(p)}, {_beans(b)}",
+        gpu_work=lambda b, p: [_fit(b, p)],
         reference_seconds=53,
         real_reference_seconds=164,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -121,6 +232,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("eval_batch_size", "max_workers"),
         sources=("beans", "model"),
         plan=lambda b, p: f"{_workers(p)}, {_beans(b)}, one worker killed on purpose",
+        gpu_work=lambda b, p: [_fit(b, p)],
         reference_seconds=51,
         real_reference_seconds=159,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -137,6 +249,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("eval_batch_size", "max_workers", "max_actors"),
         sources=("imagenette", "imagenette_labels", "model"),
         plan=lambda b, p: f"{_workers(p)}, dogs {b.dogs.train_steps} steps; {p.num_actors} inference actor(s)",
+        gpu_work=_dogs_on_gpus,
         reference_seconds=73,
         real_reference_seconds=277,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -157,6 +270,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"{_workers(p)}, ViT {b.cifar.architecture}, {b.cifar.epochs} epochs of "
             f"{b.cifar.train_size or 'all'} images"
         ),
+        gpu_work=_cifar_on_gpus,
         reference_seconds=83,
         real_reference_seconds=147,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -170,6 +284,7 @@ LESSONS: tuple[Lesson, ...] = (
         shared=("max_workers",),
         sources=("cifar10",),
         plan=lambda b, p: f"{_workers(p)}, {b.playbook.rows} rows, XGBoost and TensorFlow",
+        gpu_work=_playbook_on_gpus,
         reference_seconds=114,
         real_reference_seconds=175,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -186,6 +301,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"Ray Serve, up to {b.serve.max_replicas} replica(s) "
             f"({'1 GPU each' if p.gpus_per_actor else 'CPU'}), a load test of {b.serve.load_requests} requests"
         ),
+        gpu_work=_serve_on_gpus,
         reference_seconds=83,
         real_reference_seconds=152,  # the real-sources rehearsal, 2026-11-25
         runs_in_browser=False,
@@ -204,6 +320,7 @@ LESSONS: tuple[Lesson, ...] = (
             f"Ray Tune, {b.tune.samples} trials with ASHA, then {b.tune.train_samples} trials of "
             f"{b.tune.workers} Ray Train worker(s) each"
         ),
+        gpu_work=_tune_on_gpus,
         reference_seconds=171,  # timed 2026-11-25
         real_reference_seconds=247,  # the real-sources rehearsal, 2026-11-25
     ),
@@ -231,10 +348,6 @@ CONTEXT_GIB = 0.5  # what CUDA and torch's kernels take on a GPU before any tens
 EFFICIENCY = 0.3  # the share of a GPU's dense peak that training these models reaches (the seeds' T4: 0.27)
 STEP_FLOOR_S = 0.015  # the least a training step takes: small models on big GPUs wait on kernel launches
 START_S = {"one process": 5.0, "Ray Train": 10.0, "actors": 10.0}  # loading the model, starting workers
-# Images the lessons pass through a model, from the data sets (their real sizes; the stand-ins are smaller).
-CIFAR10_TRAIN = 50_000
-DOGS_FISH_VAL = 782  # imagenette's validation images of its English springers and tenches
-TUNE_LARGEST_BATCH = 128  # the largest batch notebook 07's searches choose (tune.choice)
 
 
 @dataclass(frozen=True)
@@ -265,22 +378,6 @@ class Shape:
     def forward_flops(self) -> float:
         """Per image: the matrix products (2 per parameter per token) and attention's two (4 * tokens^2 * hidden)."""
         return 2 * self.parameters * self.tokens + 4 * self.layers * self.tokens**2 * self.hidden
-
-
-@dataclass(frozen=True)
-class GpuWork:
-    """What a lesson runs on each GPU it uses: one model, at one batch, for so many images."""
-
-    what: str  # "fine-tune", "train", "serve", "batch inference"
-    model: str  # a key of the shapes: "pretrained" (the sources' model), "cifar" (04's ViT), "linear"
-    batch: int  # images per GPU per forward pass
-    images: int  # images each GPU passes through the model, all steps and epochs together
-    training: bool  # forward and backward with AdamW, or forward only
-    precision: str  # "mixed" (bf16 or fp16, as the GPU has them) or "fp32"
-    runs_as: str  # a key of START_S
-    setting: str  # the budget's knob that sets `batch`, as config.py spells it: named when it does not fit
-    per_setting: int = 1  # GPUs the setting's batch is split over (a global batch); 1: the setting is per GPU
-    copies: int = 1  # models side by side on one GPU (06's two deployments on a single GPU)
 
 
 @dataclass(frozen=True)
@@ -325,127 +422,9 @@ def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
     return GpuEstimate(work, parameters, optimizer, activations, fixed + activations, seconds, largest)
 
 
-def _fit(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train") -> GpuWork:
-    """A fine-tune of the pretrained model on each GPU, sized by the budget's ``section`` (beans: 01, 02, 02b; dogs:
-    03); ``where`` is "Ray Train" or "one process" (01)."""
-    knobs, workers = getattr(budget, section), plan.num_workers
-    return GpuWork(
-        "fine-tune",
-        "pretrained",
-        knobs.batch_size // workers,
-        knobs.train_steps * knobs.batch_size // workers,
-        True,
-        "mixed",
-        where,
-        f"{section}.batch_size",
-    )
-
-
-def _gpu_work_of(notebook: str, budget: Any, plan: Any) -> list[GpuWork]:
-    """What ``notebook`` runs on each GPU, on ``plan`` (with GPUs) and ``budget`` (its batches per GPU already grown,
-    ``resources.per_gpu_batches``). Only the largest thing each GPU holds at once counts for memory."""
-    workers, actors = plan.num_workers, plan.num_actors
-    if notebook == "00_ray_core":
-        return []
-    if notebook == "01_local_finetune":  # one process, its one GPU: the budget's batch, not grown with the workers
-        return [_fit(budget, plan, where="one process")]
-    if notebook in ("02_ray_train_finetune", "02b_fault_tolerance"):
-        return [_fit(budget, plan)]
-    if notebook == "03_ray_data":
-        d = budget.dogs
-        return [
-            _fit(budget, plan, "dogs"),
-            GpuWork(
-                "batch inference",
-                "pretrained",
-                d.inference_batch_size,
-                -(-DOGS_FISH_VAL // actors),
-                False,
-                "fp32",
-                "actors",
-                "dogs.inference_batch_size",
-            ),
-        ]
-    if notebook == "04_cifar10_pytorch_to_ray":
-        c = budget.cifar
-        train = (c.train_size or CIFAR10_TRAIN) * c.epochs
-        return [
-            GpuWork(
-                "train (plain PyTorch, one GPU)",
-                "cifar",
-                c.batch_size,
-                train,
-                True,
-                "fp32",
-                "one process",
-                "cifar.batch_size",
-            ),
-            *[
-                GpuWork(
-                    f"train ({how})",
-                    "cifar",
-                    c.batch_size // workers,
-                    train // workers,
-                    True,
-                    "fp32",
-                    "Ray Train",
-                    "cifar.batch_size",
-                    per_setting=workers,
-                )
-                for how in ("Ray Train", "Ray Data")
-            ],
-        ]
-    if notebook == "05_data_loading_playbook":
-        p = budget.playbook
-        return [
-            GpuWork(
-                "train (linear)",
-                "linear",
-                p.batch_size,
-                p.rows * p.epochs // workers,
-                True,
-                "fp32",
-                "Ray Train",
-                "playbook.batch_size",
-            )
-        ]
-    if notebook == "06_ray_serve":
-        s = budget.serve
-        requests = 3 * s.load_requests + DOGS_FISH_VAL  # two load tests, the scaling load (about), every held-out
-        return [
-            GpuWork(
-                "serve",
-                "pretrained",
-                s.max_batch_size,
-                requests // min(actors, s.max_replicas),
-                False,
-                "fp32",
-                "actors",
-                "serve.max_batch_size",
-                copies=2 if actors < 2 else 1,
-            )
-        ]
-    if notebook == "07_ray_tune":
-        t, gpus = budget.tune, max(1, workers)
-        searched = t.samples * t.epochs * t.train_size + t.train_samples * t.train_epochs * t.train_size
-        return [
-            GpuWork(
-                "tune (a trial per GPU, at most)",
-                "cifar",
-                max(TUNE_LARGEST_BATCH, budget.cifar.batch_size),
-                searched // gpus,
-                True,
-                "fp32",
-                "Ray Train",
-                "cifar.batch_size",
-            )
-        ]
-    raise KeyError(f"no GPU work written for {notebook} in helpers/course/lessons.py (_gpu_work_of)")
-
-
 def gpu_work(lesson: Lesson, budget: Any, plan: Any) -> list[GpuWork]:
-    """What ``lesson`` runs on each GPU of ``plan`` (none on a plan without GPUs)."""
-    return _gpu_work_of(lesson.notebook, budget, plan) if plan.use_gpu else []
+    """What ``lesson`` runs on each GPU of ``plan`` (its record's ``gpu_work``; none on a plan without GPUs)."""
+    return lesson.gpu_work(budget, plan) if plan.use_gpu else []
 
 
 def gpu_estimates(lesson: Lesson, budget: Any, plan: Any, gpu: Any, shapes: dict[str, Shape]) -> list[GpuEstimate]:
