@@ -501,11 +501,8 @@ def duration(seconds: float) -> str:
 def gpu_row(lesson, budget, plan, gpu, text: str) -> Check:
     """A lesson's plan row with its GPU estimate on ``gpu``; a blocker, with the setting that fixes it, where the
     largest thing it holds does not fit one GPU."""
-    from helpers.course.resources import per_gpu_batches
-
     lessons = _lessons()
-    grown = per_gpu_batches(budget, plan)
-    estimates = lessons.gpu_estimates(lesson, grown, plan, gpu, model_shapes(sources_for(budget), budget))
+    estimates = lessons.gpu_estimates(lesson, budget, plan, gpu, model_shapes(sources_for(budget), budget))
     if not estimates:
         return Check(lesson.number, True, f"{text}; no GPU")
     peak = max(estimates, key=lambda e: e.total_gib)

@@ -12,7 +12,7 @@ import pytest
 
 from helpers.course import config, lessons
 from helpers.course.lessons import LESSONS, Shape, estimate, gpu_estimates, gpu_summary, refit
-from helpers.course.resources import GPUS, gpu_of, per_gpu_batches, plan_resources
+from helpers.course.resources import GPUS, gpu_of, plan_resources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import doctor  # noqa: E402
@@ -29,8 +29,7 @@ def cluster(gpus: int, kind: str) -> dict[str, float]:
 
 def estimates_on(gpus: int, kind: str, budget=GPU_BUDGET):
     plan = plan_resources(cluster(gpus, kind), budget)
-    grown = per_gpu_batches(budget, plan)
-    return {lesson.notebook: gpu_estimates(lesson, grown, plan, GPUS[kind], SHAPES) for lesson in LESSONS}
+    return {lesson.notebook: gpu_estimates(lesson, budget, plan, GPUS[kind], SHAPES) for lesson in LESSONS}
 
 
 def test_the_models_sizes_come_out_as_counted():

@@ -346,6 +346,23 @@ def test_the_fine_tunes_give_every_gpu_a_full_batch():
         assert budget.beans.batch_size // plan.num_workers == GPU_BUDGET.beans.batch_size, gpus
         assert budget.dogs.batch_size // plan.num_workers == GPU_BUDGET.dogs.batch_size, gpus
     assert per_gpu_batches(GPU_BUDGET, ON_CPUS) == GPU_BUDGET  # CPUs: the global batch, split
+    assert per_gpu_batches(GPU_BUDGET, ON_GPUS[1]) == GPU_BUDGET  # one GPU: as the budget says
+
+
+@pytest.mark.parametrize("section", ["beans", "dogs"])
+def test_more_gpus_take_fewer_larger_steps_and_see_about_the_same_images(section):
+    """8 or 16 GPUs each get a full batch and finish sooner: about the images (epochs) of one GPU, never fewer than
+    MIN_STEPS_ON_GPUS steps, never more images than one GPU sees times the GPUs; 02b still crashes between its second
+    and third checkpoint."""
+    one = getattr(GPU_BUDGET, section)
+    for gpus in (2, 8, 16):
+        knobs = getattr(per_gpu_batches(GPU_BUDGET, ON_GPUS[gpus]), section)
+        assert resources.MIN_STEPS_ON_GPUS <= knobs.train_steps <= one.train_steps, (gpus, knobs)
+        images, images_on_one = knobs.train_steps * knobs.batch_size, one.train_steps * one.batch_size
+        assert images_on_one * 0.9 <= images <= images_on_one * gpus / 2, (gpus, images, images_on_one)
+        assert knobs.train_steps / knobs.eval_steps == pytest.approx(one.train_steps / one.eval_steps, rel=0.1)
+        crash_at_step = knobs.eval_steps * 2 + knobs.eval_steps // 2  # notebook 02b's
+        assert knobs.eval_steps * 2 < crash_at_step < min(knobs.eval_steps * 3, knobs.train_steps), (gpus, knobs)
 
 
 def test_no_actor_or_replica_that_loads_the_model_downloads_its_whole_checkpoint():

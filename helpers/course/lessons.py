@@ -27,8 +27,8 @@ class Lesson:
     shared: tuple[str, ...] = ()  # the fields every lesson shares that it reads too (config.Budget.shared)
     sources: tuple[str, ...] = ()  # what it reads from config.Sources
     plan: Callable[[Any, Any], str] = lambda budget, plan: ""  # what it asks Ray for (make doctor), from budget, plan
-    # what it runs on each GPU of a plan with GPUs, from the budget (its batches per GPU grown) and the plan: the
-    # GpuWork below, whose memory and time make doctor estimates for the cluster's GPU (gpu_estimates)
+    # what it runs on each GPU of a plan with GPUs, from the budget and the plan: the GpuWork below, whose memory and
+    # time make doctor estimates for the cluster's GPU (gpu_estimates)
     gpu_work: Callable[[Any, Any], list[GpuWork]] = lambda budget, plan: []
     reference_seconds: int = 60  # a fresh clone's `make run` of it on the reference machine (2 cores; make doctor)
     runs_in_browser: bool = True  # run by the browser test (notebook 06 has a test of its own: tests/test_serve.py)
@@ -86,8 +86,14 @@ class GpuWork:
 
 def _fit(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train") -> GpuWork:
     """A fine-tune of the pretrained model on each GPU, sized by the budget's ``section`` (beans: 01, 02, 02b; dogs:
-    03); ``where`` is "Ray Train" or "one process" (01)."""
-    knobs, workers = getattr(budget, section), plan.num_workers
+    03); ``where`` is "Ray Train" (the budget as the notebook grows it on GPUs: ``resources.per_gpu_batches``) or
+    "one process" (01: the budget's own batch and steps, on its one GPU)."""
+    from helpers.course.resources import per_gpu_batches  # resources reads config, which reads this module
+
+    if where == "one process":
+        knobs, workers = getattr(budget, section), 1
+    else:
+        knobs, workers = getattr(per_gpu_batches(budget, plan), section), plan.num_workers
     return GpuWork(
         "fine-tune",
         "pretrained",
@@ -423,7 +429,8 @@ def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
 
 
 def gpu_work(lesson: Lesson, budget: Any, plan: Any) -> list[GpuWork]:
-    """What ``lesson`` runs on each GPU of ``plan`` (its record's ``gpu_work``; none on a plan without GPUs)."""
+    """What ``lesson`` runs on each GPU of ``plan`` with ``budget`` (as ``config.get_budget`` gives it: the record
+    grows its batches as its notebook does), from its record's ``gpu_work``; none on a plan without GPUs."""
     return lesson.gpu_work(budget, plan) if plan.use_gpu else []
 
 

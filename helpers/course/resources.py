@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -93,18 +94,29 @@ def plan_resources(resources: dict[str, float], budget: Budget) -> Plan:
     return Plan(num_workers=workers, use_gpu=False, num_actors=actors, gpus_per_actor=0)
 
 
+MIN_STEPS_ON_GPUS = 40  # the fewest optimizer steps a fine-tune takes on many GPUs (beans: about 10 epochs at 8 x 32)
+
+
 def per_gpu_batches(budget: Budget, plan: Plan) -> Budget:
-    """The budget with the fine-tunes' global batches (``beans``, ``dogs``) grown with the GPUs: on a plan with GPUs
-    each worker gets the budget's batch (16 GPUs train on 16 x 32 beans images per step, not 2 each); on CPUs, and on
-    one GPU, the budget as it is (its batch split across the workers)."""
+    """The budget with the fine-tunes' (``beans``, ``dogs``) global batches grown with the GPUs, and their steps
+    shrunk to match: on a plan with GPUs each worker gets the budget's batch (16 GPUs train on 16 x 32 beans images per
+    step, not 2 each), and the run takes that many times fewer steps (its evaluations as often, in images), so that it
+    sees about as many images as on one GPU and ends sooner, never in fewer than :data:`MIN_STEPS_ON_GPUS` steps. On
+    CPUs, and on one GPU, the budget as it is (its batch split across the workers)."""
     if not plan.use_gpu:
         return budget
     grow = plan.num_workers
-    return replace(
-        budget,
-        beans=replace(budget.beans, batch_size=budget.beans.batch_size * grow),
-        dogs=replace(budget.dogs, batch_size=budget.dogs.batch_size * grow),
-    )
+
+    def grown(knobs: Any) -> Any:
+        fewer = max(1.0, min(grow, knobs.train_steps / MIN_STEPS_ON_GPUS))
+        return replace(
+            knobs,
+            batch_size=knobs.batch_size * grow,
+            train_steps=round(knobs.train_steps / fewer),
+            eval_steps=max(1, round(knobs.eval_steps / fewer)),
+        )
+
+    return replace(budget, beans=grown(budget.beans), dogs=grown(budget.dogs))
 
 
 def gpus_per_replica(plan: Plan, replicas_at_once: int) -> float:
