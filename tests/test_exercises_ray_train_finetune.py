@@ -31,7 +31,7 @@ def test_best_evaluation():
     )  # noqa: E731,E501
     expect(ray_train_finetune.check_best_evaluation(lowest_loss), checking.WRONG, "lowest `eval_loss`", "highest")
     by_position = lambda h: (int(h["step"].iloc[h["eval_accuracy"].idxmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
-    expect(ray_train_finetune.check_best_evaluation(by_position), checking.WRONG, "`.loc`, not `.iloc`")
+    expect(ray_train_finetune.check_best_evaluation(by_position), checking.WRONG, "`idxmax()` its *label*", "`.loc`")
     expect(ray_train_finetune.check_best_evaluation(lambda h: 200), checking.WRONG, "return a pair")
     best = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]), float(h["eval_accuracy"].max()))  # noqa: E731
     expect(ray_train_finetune.check_best_evaluation(best), checking.DONE)
@@ -69,7 +69,8 @@ def test_scaling():
 
 
 def test_best_evaluation_names_each_half_right_answer():
-    """02.1: numbers written in, the epoch for the step, the pair swapped, an empty function; other right answers."""
+    """02.1: numbers written in, the epoch for the step, the pair swapped, an empty function, argmax's position read as
+    a label; other right answers."""
     check = ray_train_finetune.check_best_evaluation
     expect(check(lambda h: (200, 0.91)), checking.WRONG, "returned (200, 0.91) again", "not numbers written in")
     by_epoch = lambda h: (float(h.loc[h["eval_accuracy"].idxmax(), "epoch"]), float(h["eval_accuracy"].max()))  # noqa: E731
@@ -78,6 +79,9 @@ def test_best_evaluation_names_each_half_right_answer():
     expect(check(swapped), checking.WRONG, "swapped", "(step, eval_accuracy)")
     expect(check(lambda h: None), checking.WRONG, "NoneType", "return a pair")
     expect(check(todo), checking.NOT_DONE)
+    # a PyTorch user's argmax: a position, read as a label (`[]` on a Series reads labels)
+    positions_as_labels = lambda h: (int(h["step"][h["eval_accuracy"].argmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(check(positions_as_labels), checking.WRONG, "`argmax()` gives a row's *position*", "`.iloc`")
 
     def sorted_rows(history):
         best = history.sort_values("eval_accuracy").iloc[-1]

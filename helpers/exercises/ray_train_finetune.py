@@ -67,7 +67,8 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
         )
         assert int(step) == 250 and math.isclose(float(accuracy), 0.93), (
             f"on a history whose rows are numbered 1 to 5, it returned ({step}, {accuracy}) instead of (250, 0.93): "
-            "`idxmax()` gives the row's *label*; read the row with `.loc`, not `.iloc`"
+            "`argmax()` gives a row's *position* (read it with `.iloc`), `idxmax()` its *label* (read it with `.loc`): "
+            "don't mix the two"
         )
         return "step 200, accuracy 0.91 on the made-up history: try it on `result.metrics_dataframe` too"
 
