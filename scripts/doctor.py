@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -487,6 +487,20 @@ def model_shapes(sources, budget) -> dict:
     return {"pretrained": pretrained, "cifar": cifar, "linear": shape(3 * 32 * 32 * 10 + 10)}
 
 
+MEASURED_WITH = "facebook/deit-tiny-patch16-224"  # the model the lessons' real_reference_seconds were measured with
+
+
+def model_factor(lesson, budget) -> float:
+    """How many times the compute of :data:`MEASURED_WITH` the pretrained model in use takes per image (its forward
+    pass, from its size: ``lessons.Shape``), for a lesson that fine-tunes it; 1 for the others. ``COURSE_MODEL`` set
+    to ViT-B/16 on a laptop makes 01 to 03 and 06 about 16 times as long as the measured times."""
+    if "model" not in lesson.sources:
+        return 1.0
+    shapes = model_shapes(sources_for(budget), budget)
+    measured = model_shapes(replace(sources_for(budget), model=MEASURED_WITH), budget)
+    return shapes["pretrained"].forward_flops() / measured["pretrained"].forward_flops()
+
+
 def sources_for(budget):
     """The sources the notebooks read with ``budget`` (the real model may follow the budget)."""
     from helpers.course import config
@@ -534,8 +548,10 @@ def plan_rows(
     for lesson in LESSONS:
         text = lesson.plan(budget, plan)
         if budget.kind == "cpu" and isinstance(probe, float):  # the real sources' times: at the real model's sizes
-            minutes = lesson.reference_seconds_for(sources_kind()) * probe / REFERENCE_PROBE_S / 60
+            factor = model_factor(lesson, budget) if sources_kind() == "real" else 1.0
+            minutes = lesson.reference_seconds_for(sources_kind()) * factor * probe / REFERENCE_PROBE_S / 60
             text += f"; about {max(1, round(minutes))} min"
+            text += f" ({factor:.0f} x the compute of {MEASURED_WITH}, measured)" if factor >= 1.5 else ""
         rows.append(gpu_row(lesson, budget, plan, gpu, text) if gpu else Check(lesson.number, True, text))
     if gpu:
         rows.append(

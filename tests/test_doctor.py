@@ -168,3 +168,13 @@ def test_with_the_real_sources_the_estimates_are_the_real_models_runs_not_the_st
     monkeypatch.setenv("COURSE_SOURCES", "real")
     beans = next(r for r in doctor.plan_rows({"CPU": 8}, doctor.REFERENCE_PROBE_S) if r.name == "01")
     assert "80 steps of batch 16" in beans.found  # the real sources' cpu budget
+    # ViT-B/16 on a laptop (COURSE_MODEL): the lessons that fine-tune it take its compute's times the measured ones
+    monkeypatch.setenv("COURSE_MODEL", "google/vit-base-patch16-224-in21k")
+    rows = {r.name: r.found for r in doctor.plan_rows({"CPU": 8}, doctor.REFERENCE_PROBE_S)[:-1]}
+    for lesson in LESSONS:
+        found = int(rows[lesson.number].rsplit("about ", 1)[1].split()[0])
+        if "model" in lesson.sources:
+            assert found >= 10 * minutes["real"][lesson.number], (lesson.notebook, rows[lesson.number])
+            assert "x the compute of facebook/deit-tiny-patch16-224" in rows[lesson.number]
+        else:
+            assert found == minutes["real"][lesson.number], lesson.notebook
