@@ -46,6 +46,16 @@ export RAY_USAGE_STATS_ENABLED=0
 export RAY_TRAIN_HEALTH_CHECK_INTERVAL_S="${RAY_TRAIN_HEALTH_CHECK_INTERVAL_S:-0.2}"  # ray.train.report in 0.2 s, not 2 s
 export RAY_TRAIN_ENABLE_PREEMPTION_WATCHER="${RAY_TRAIN_ENABLE_PREEMPTION_WATCHER:-0}"  # no spot instances here
 export RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="${RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S:-300}"  # 2 cores start torch slowly
+# Idle workers: Ray keeps a worker process that ran a task for the next one while its node has no more worker
+# processes than CPUs, with all the memory its tasks left it (a Ray Data task that decoded full-size photos keeps 0.5
+# to 1 GB): notebook 03 on the real sources had 6 idle workers holding 2 to 4 GB. With a soft limit of 1, a worker
+# idle for a second ends whenever its node has more than one worker process; a later task starts a new one (a second
+# or two). Memory for the lessons, not for processes that wait.
+export RAY_num_workers_soft_limit="${RAY_num_workers_soft_limit:-1}"
+# Spilling: Ray Data writes blocks that do not fit the object store (local_cluster.object_store_bytes) to disk, and
+# reads them back, with worker processes of their own that stay for the rest of the cluster's life (4 of each kind per
+# node by default: 1 GB after notebook 03 on the real sources). One of each kind per node is enough here.
+export RAY_max_io_workers="${RAY_max_io_workers:-1}"
 
 say() { echo "[ray-cluster] $*"; }
 

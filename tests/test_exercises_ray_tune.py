@@ -283,7 +283,8 @@ def test_best_trial_first_trial_of_the_grid(checked):
     def best_trial(results):
         return results[0].config, float(results[0].metrics_dataframe["accuracy"].max())
 
-    assert checked(best_trial).state == checking.WRONG
+    found = checked(best_trial)
+    assert found.state == checking.WRONG and "first trial of the grid" in found.message, found
 
 
 @pytest.mark.cluster

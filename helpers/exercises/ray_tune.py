@@ -331,6 +331,11 @@ def _judge_best(found: Any, results: Any) -> str:
     assert problem is None, problem
     peaks = {name: max(a for a, _ in curve) for name, curve in CURVES.items()}
     picked = chosen["curve"]
+    first = results[0].config.get("curve") if len(results) else None
+    assert picked == BEST or picked != first, (
+        "you returned the first trial of the grid: a `ResultGrid` lists its trials in the order they started, not "
+        'by accuracy. Ask it for the best one: `results.get_best_result(metric="accuracy", mode="max", scope=...)`'
+    )
     assert picked != "weak", (
         "you picked the weakest trial (the lowest accuracy, the highest loss): `mode` says which end of the metric "
         'is best, "max" for the largest value, "min" for the smallest. Accuracy is best when highest: '
