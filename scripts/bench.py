@@ -9,8 +9,8 @@ Side by side in one run, with notebook 04's model, images, batch size and worker
   preloaded arrays, from Ray Data over a materialized dataset, and from a streaming dataset that reads and
   normalises every epoch;
 * training: the same model trained by the same Ray Train workers from each of the three, the time to the
-  first batch and the steady images per second (on GPUs: in fp32 with TF32 and in bf16, next to the
-  seeds' T4 figure);
+  first batch and the steady images per second (on GPUs: in fp32 with TF32 and in bf16, fp16 where the GPU has no
+  native bf16, next to the seeds' T4 figure);
 * batch inference: an actor pool (``map_batches``) against a loop written by hand in one process.
 
 The first epoch or run of each side is its warm-up, reported apart; every steady figure is the median
@@ -41,7 +41,7 @@ from helpers.course import config
 from helpers.course.cluster import configure_ray_data, init_ray
 from helpers.course.distributed import torch_config
 from helpers.course.lessons import lesson_named
-from helpers.course.resources import cluster_gpus, plan_resources
+from helpers.course.resources import cluster_gpus, gpu_of, plan_resources
 from helpers.pipeline.cifar import loaders, normalize_batch
 from helpers.pipeline.train import per_worker, run_config
 from helpers.pipeline.vit import architecture_named, count_parameters
@@ -74,9 +74,10 @@ class Settings:
     shuffle_buffer: int  # rows of Ray Data's local shuffle buffer (0: no shuffle)
 
 
-def settings_for(budget: config.Budget, plan, available_images: int, quick: bool) -> Settings:
+def settings_for(budget: config.Budget, plan, available_images: int, quick: bool, mixed: str = "bf16") -> Settings:
     """The knobs of the lesson the bench measures (:data:`LESSON`, notebook 04), from its section of the budget;
-    ``quick`` keeps them but shrinks the work."""
+    ``quick`` keeps them but shrinks the work. ``mixed``: the 16-bit precision the cluster's GPU computes natively
+    (``Gpu.mixed_precision``: fp16 on a T4 or V100, where bf16 would be emulated)."""
     cifar = getattr(budget, LESSON.budget)
     images = min(cifar.train_size or available_images, available_images)
     settings = Settings(
@@ -88,7 +89,7 @@ def settings_for(budget: config.Budget, plan, available_images: int, quick: bool
         use_gpu=plan.use_gpu,
         repeats=3,
         inference_images=images,
-        precisions=("fp32", "bf16") if plan.use_gpu else ("fp32",),  # bf16 is 10x slower on CPUs
+        precisions=("fp32", mixed) if plan.use_gpu else ("fp32",),  # 16 bits are 10x slower on CPUs
         shuffle_buffer=cifar.shuffle_buffer,
     )
     if quick:  # every figure once, on few images
@@ -335,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_resources(resources, budget)
     fs, root = config.filesystem(f"{sources.cifar10}/train")
     available = pyarrow.dataset.dataset(root, filesystem=fs, format="parquet").count_rows()  # from the footers
-    settings = settings_for(budget, plan, available, args.quick)
+    gpu = gpu_of(resources)
+    settings = settings_for(budget, plan, available, args.quick, gpu.mixed_precision if gpu else "bf16")
     print(f"bench: {settings}", flush=True)
     started = time.perf_counter()
     report: dict = {

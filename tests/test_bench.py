@@ -102,3 +102,21 @@ def test_the_quick_bench_produces_every_figure(tmp_path: Path) -> None:
     assert report["machine"]["cluster"]["CPU"] > 0 and "gpu" not in report  # no GPU here: no GPU run
     assert (tmp_path / "bench.png").stat().st_size > 10_000
     assert "ReadParquet" in (tmp_path / "ray-data-stats.txt").read_text()
+
+
+def test_on_gpus_the_bench_trains_in_the_16_bits_the_gpu_computes_natively() -> None:
+    """bf16 on an A100 or H100; fp16 on a T4 or V100, where bf16 would be emulated (and slower than fp32)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench
+
+    from helpers.course import config
+    from helpers.course.resources import GPUS, plan_resources
+
+    budget = config.get_budget(kind="gpu")
+    for name, expected in (("T4", "fp16"), ("V100", "fp16"), ("A100", "bf16"), ("H100", "bf16")):
+        plan = plan_resources({"CPU": 16.0, "GPU": 1.0}, budget)
+        settings = bench.settings_for(budget, plan, 50_000, quick=True, mixed=GPUS[name].mixed_precision)
+        assert settings.precisions == ("fp32", expected), name
+        assert all(p in benchmark.PRECISIONS for p in settings.precisions)
+    on_cpus = bench.settings_for(budget, plan_resources({"CPU": 8.0}, budget), 50_000, quick=True)
+    assert on_cpus.precisions == ("fp32",)

@@ -31,7 +31,8 @@ from helpers.pipeline.vit import Architecture, VisionTransformer
 # ("streaming", notebook 04's Ray Data step).
 DATA_PATHS = ("preloaded", "materialized", "streaming")
 MEASURED_FILE = "measured.json"
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # fp32 may use TF32 on GPUs that have it
+# fp32 may use TF32 on GPUs that have it; bf16 where the GPU computes it natively (8.0 and later), fp16 on the others
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
