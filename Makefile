@@ -42,7 +42,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 endif
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run solutions test check doctor bench lab lint lock clean sources minimal-linux
+.PHONY: help setup hooks data run solutions test check doctor bench lab latest lint lock clean sources minimal-linux
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -120,6 +120,10 @@ lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one loc
 
 minimal-linux: ## as root: setup and lesson 01 in a Debian minbase root (no procps), then nothing may be left running
 	scripts/minimal-linux.sh
+
+# Its own venv (.venv-latest) and report (results/latest/); LATEST_TESTS=check for the fast loop, LATEST_TORCH=auto|newest|locked.
+latest: setup ## the tests against the newest releases of Ray, torch, transformers and the rest; the lock stays as it is
+	$(BIN)/python scripts/latest.py
 
 lint: setup ## fix what ruff can fix
 	$(BIN)/ruff check --fix .
