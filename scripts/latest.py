@@ -106,7 +106,7 @@ def table(locked: dict[str, str], newest: dict[str, str], names: list[str], torc
     for name in [*WATCHED, *(n for n in names if n not in WATCHED)]:
         key = name.replace("_", "-")
         old, new = locked.get(key, "-"), newest.get(key, "-")
-        note = "moved" if old != new and new != "-" else ""
+        note = "moved" if old != new.split("+")[0] and new != "-" else ""  # 2.13.0+cpu is the lock's 2.13.0
         if key == "torch":
             note = f"{note}; {torch_note}".strip("; ")
         rows.append(f"| {name} | {old} | {new} | {note} |")
@@ -135,6 +135,7 @@ def main() -> int:
         print("the newest releases do not resolve together: read uv's message above", file=sys.stderr)
         return 1
     install = [str(python), "-m", "uv", "pip", "install", "--python", str(python), "--compile-bytecode", "--quiet"]
+    install += ["--override", str(overrides)]  # as `make setup` installs: what overrides.txt removes stays out
     if how == "cpu-index":
         install += ["--index-url", CPU_INDEX, "--extra-index-url", "https://pypi.org/simple"]
         install += ["--index-strategy", "unsafe-best-match"]

@@ -8,6 +8,7 @@ the check is seen to fail there; when a Ray or torch release changes that, this 
 
 from __future__ import annotations
 
+import os
 import socket
 
 import psutil
@@ -122,3 +123,36 @@ def test_the_loopback_rendezvous_takes_gloo_on_cpus_nccl_on_gpus_and_leaves_othe
     assert backend_for(0, None) == "gloo" and backend_for(1, None) == "nccl" and backend_for(0.5, None) == "nccl"
     assert backend_for(1, "gloo") == "gloo", "a backend asked for by name is kept"
     assert backend_for(0, "mpi") is None, "any other backend: Ray's own rendezvous"
+
+
+def test_an_nccl_rendezvous_keeps_nccls_sockets_on_loopback(monkeypatch: pytest.MonkeyPatch):
+    """What a GPU worker's join sets up, without a GPU: NCCL's bootstrap and socket transport on the loopback interface,
+    the store served on 127.0.0.1 by rank 0, NCCL's async error handling on (a stuck collective fails), and the process
+    group made with the nccl backend on that store. (NCCL itself has never run here: no GPU.)"""
+    from helpers.course import distributed
+
+    made: dict = {}
+
+    class Store:
+        def __init__(self, host, port, world_size, is_master, timeout, master_listen_fd):
+            made["store"] = (host, port, world_size, is_master, master_listen_fd is not None)
+            if master_listen_fd is not None:
+                socket.socket(fileno=master_listen_fd).close()
+
+    def init_process_group(backend, store, rank, world_size, timeout):
+        made["group"] = (backend, isinstance(store, Store), rank, world_size)
+
+    joined = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT")
+    for name in joined:  # recorded, so that what the join sets is undone after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(dist, "TCPStore", Store)
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    port = distributed.free_loopback_port()
+    distributed.join_on_loopback("nccl", 0, 2, port, 30)
+    interface = distributed.loopback_interface()
+    assert os.environ["NCCL_SOCKET_IFNAME"] == interface == os.environ["GLOO_SOCKET_IFNAME"]
+    assert interface.startswith("lo") and os.environ["MASTER_ADDR"] == "127.0.0.1"
+    assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    assert made["store"] == ("127.0.0.1", port, 2, True, True)  # rank 0 serves it, on the socket it bound itself
+    assert made["group"] == ("nccl", True, 0, 2)
