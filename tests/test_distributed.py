@@ -142,7 +142,8 @@ def test_an_nccl_rendezvous_keeps_nccls_sockets_on_loopback(monkeypatch: pytest.
     def init_process_group(backend, store, rank, world_size, timeout):
         made["group"] = (backend, isinstance(store, Store), rank, world_size)
 
-    joined = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR", "MASTER_PORT")
+    joined = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "MASTER_ADDR")
+    joined += ("MASTER_PORT",)
     for name in joined:  # recorded, so that what the join sets is undone after the test
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
