@@ -46,6 +46,9 @@ export RAY_USAGE_STATS_ENABLED=0
 export RAY_TRAIN_HEALTH_CHECK_INTERVAL_S="${RAY_TRAIN_HEALTH_CHECK_INTERVAL_S:-0.2}"  # ray.train.report in 0.2 s, not 2 s
 export RAY_TRAIN_ENABLE_PREEMPTION_WATCHER="${RAY_TRAIN_ENABLE_PREEMPTION_WATCHER:-0}"  # no spot instances here
 export RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="${RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S:-300}"  # 2 cores start torch slowly
+# Ray Tune warns when its own bookkeeping of a report takes over 0.5 s ("... may be a performance bottleneck"): on a
+# laptop whose cores train several trials at once, it does, and the warning says nothing about the lesson. 5 s here.
+export TUNE_WARN_THRESHOLD_S="${TUNE_WARN_THRESHOLD_S:-5}"
 # Idle workers: Ray keeps a worker process that ran a task for the next one while its node has no more worker
 # processes than CPUs, with all the memory its tasks left it (a Ray Data task that decoded full-size photos keeps 0.5
 # to 1 GB): notebook 03 on the real sources had 6 idle workers holding 2 to 4 GB. With a soft limit of 1, a worker
