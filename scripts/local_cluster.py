@@ -35,8 +35,8 @@ GiB = 1024**3
 def object_store_bytes() -> int:  # scripts/with-ray-cluster.sh gives the isolated node the same
     """Object store per node: 5 % of this machine's memory, between 1 and 4 GiB (two nodes share it). Ray Data fills
     what it is given with blocks in flight (full-size photos in notebook 03 on the real sources), and spills to disk
-    beyond it: 1 GiB a node keeps the whole course under 8 GB on a laptop, and a 24 GB machine measures what an 8 GB
-    one would (docs/instructors.md). A GPU server (80 GB and more) gets 4 GiB."""
+    beyond it: 1 GiB a node on a laptop (docs/instructors.md has what each lesson peaks at), and a 24 GB machine
+    measures what an 8 GB one would. A GPU server (80 GB and more) gets 4 GiB."""
     return int(min(4 * GiB, max(1 * GiB, 0.05 * psutil.virtual_memory().total)))
 
 

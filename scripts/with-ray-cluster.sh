@@ -49,12 +49,10 @@ export RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="${RAY_TRAIN_WORKER_GROUP_START_TI
 # Ray Tune warns when its own bookkeeping of a report takes over 0.5 s ("... may be a performance bottleneck"): on a
 # laptop whose cores train several trials at once, it does, and the warning says nothing about the lesson. 5 s here.
 export TUNE_WARN_THRESHOLD_S="${TUNE_WARN_THRESHOLD_S:-5}"
-# Idle workers: Ray keeps a worker process that ran a task for the next one while its node has no more worker
-# processes than CPUs, with all the memory its tasks left it (a Ray Data task that decoded full-size photos keeps 0.5
-# to 1 GB): notebook 03 on the real sources had 6 idle workers holding 2 to 4 GB. With a soft limit of 1, a worker
-# idle for a second ends whenever its node has more than one worker process; a later task starts a new one (a second
-# or two). Memory for the lessons, not for processes that wait.
-export RAY_num_workers_soft_limit="${RAY_num_workers_soft_limit:-1}"
+# Idle workers stay (Ray keeps up to one per CPU of a node, with what its tasks left in memory): a soft limit of 1
+# (RAY_num_workers_soft_limit) saved memory in notebook 03 on the real sources, but then every batch of tasks starts
+# its worker processes one after another on 2 cores, and notebook 00's eight half-second tasks no longer ran side by
+# side (its headline fell under its floor in a rehearsal). Lessons first.
 # Spilling: Ray Data writes blocks that do not fit the object store (local_cluster.object_store_bytes) to disk, and
 # reads them back, with worker processes of their own that stay for the rest of the cluster's life (4 of each kind per
 # node by default: 1 GB after notebook 03 on the real sources). One of each kind per node is enough here.
