@@ -123,17 +123,18 @@ def run_on_cluster(code: str, env: dict[str, str]) -> subprocess.CompletedProces
 
 
 TASKS = """
-import sys, ray
+import sys, time, ray
 from helpers.course.cluster import init_ray
 init_ray()
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=1, scheduling_strategy="SPREAD")  # both nodes, even when one worker could run all eight
 def where(i):
     print(f"line from task {i}")
+    time.sleep(0.5)
     return sys.prefix, ray.get_runtime_context().get_node_id()
 found = ray.get([where.remote(i) for i in range(8)])
 print("prefixes", sorted({p for p, _ in found}))
 print("nodes", len({n for _, n in found}))
-import time; time.sleep(3)  # let the log monitor forward the lines
+time.sleep(3)  # let the log monitor forward the lines
 """
 
 
