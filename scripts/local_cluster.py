@@ -23,6 +23,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before `import ray`: ev
 import psutil  # noqa: E402
 import ray  # noqa: E402
 import ray._private.utils  # noqa: E402
+import torch  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 # Cluster() notes its address in /tmp/ray/ray_current_cluster for Ray's own tests; here that would point
@@ -40,6 +41,39 @@ def object_store_bytes() -> int:  # scripts/with-ray-cluster.sh gives the isolat
     return int(min(4 * GiB, max(1 * GiB, 0.05 * psutil.virtual_memory().total)))
 
 
+def machine_gpus() -> int:
+    """The CUDA GPUs this machine shows (``CUDA_VISIBLE_DEVICES`` respected), for the head node to report.
+
+    Said as a number: Ray's ``Cluster`` fills a ``num_gpus`` that is missing or None with 0, so the cluster would
+    report no GPU on a GPU machine, and every lesson would run on its CPUs (seen on one H200 on 2026-11-26)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def node_args(cpus: int, temp_dir: str) -> dict:
+    """What both nodes are started with."""
+    return dict(
+        num_cpus=cpus,
+        object_store_memory=object_store_bytes(),
+        temp_dir=temp_dir,
+        min_worker_port=0,  # workers take free ports chosen by the OS, on 127.0.0.1
+        max_worker_port=0,
+    )
+
+
+def head_node_args(node: dict, port: int, head_only: bool) -> dict:
+    """The head node's: the machine's GPUs, the GCS and dashboard ports, and no CPUs when it is started alone."""
+    return {
+        **node,
+        # head only: no CPUs, so that every task and worker that needs one runs on the other node
+        **({"num_cpus": 0} if head_only else {}),
+        "num_gpus": machine_gpus(),  # the worker node claims none of them: they would count twice
+        "gcs_server_port": port,
+        "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
+        "dashboard_host": "127.0.0.1",
+        "dashboard_port": port + 1,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True, help="the head node's GCS port")
@@ -55,25 +89,10 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    node = dict(
-        num_cpus=args.cpus_per_node,
-        object_store_memory=object_store_bytes(),
-        temp_dir=args.temp_dir,
-        min_worker_port=0,  # workers take free ports chosen by the OS, on 127.0.0.1
-        max_worker_port=0,
-    )
+    node = node_args(args.cpus_per_node, args.temp_dir)
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={
-            **node,
-            # head only: no CPUs, so that every task and worker that needs one runs on the other node
-            **({"num_cpus": 0} if args.head_only else {}),
-            "num_gpus": None,  # the GPUs this machine has; the worker node claims none: they would count twice
-            "gcs_server_port": args.port,
-            "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
-            "dashboard_host": "127.0.0.1",
-            "dashboard_port": args.port + 1,
-        },
+        head_node_args=head_node_args(node, args.port, args.head_only),
         shutdown_at_exit=False,  # the nodes outlive this script; `with-ray-cluster.sh stop` ends them
     )
     if not args.head_only:  # no log monitor on the second node: a line a worker prints reaches the driver once

@@ -16,11 +16,13 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
+import ray
 import torch
 from executed import NOTEBOOKS, ROOT
 from ray.train import Checkpoint
 
 from helpers.course import config, resources
+from helpers.course.cluster import init_ray
 from helpers.course.resources import GPUS, Plan, gpus_per_replica, per_gpu_batches, plan_resources
 from helpers.pipeline import cifar, inference, train
 
@@ -157,6 +159,42 @@ def test_bf16_only_where_the_gpu_computes_it_natively(fake_gpu, name):
 def test_full_precision_on_a_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resources.precision_args() == {"use_cpu": True} and resources.precision() == "fp32"
+
+
+# --- who may compute on the GPU ---------------------------------------------------------------------------------------
+
+
+def test_the_local_cluster_reports_the_gpus_of_its_machine(fake_gpu):
+    """`make run` on a GPU machine (a learner's Colab, a workstation): the head node reports the machine's GPUs.
+    Ray's ``Cluster`` fills a ``num_gpus`` left at None with 0: on one H200 the course's cluster reported none."""
+    import local_cluster  # scripts/, on the path through `executed`
+    from ray._private.parameter import RayParams
+
+    fake_gpu(CAPABILITIES["T4"], count=2)
+    head = local_cluster.head_node_args(local_cluster.node_args(4, "/tmp/ray-course-test"), 6389, head_only=False)
+    params = RayParams(**head)
+    params.update_if_absent(num_gpus=0)  # what `ray.cluster_utils.Cluster.add_node` does with its defaults
+    assert params.num_gpus == 2
+
+
+def test_a_driver_that_sees_a_gpu_computes_on_it(fake_gpu):
+    fake_gpu(CAPABILITIES["L4"])
+    assert resources.has_gpu() and resources.device().type == "cuda" and resources.precision_args() == {"bf16": True}
+
+
+@pytest.mark.cluster
+def test_a_ray_worker_given_no_gpu_computes_on_the_cpu_though_its_machine_has_one():
+    """Ray hides no GPU from a task or actor that asked for none. On one H200, Ray Train workers scheduled on CPUs
+    saw the GPU, and the Hugging Face ``Trainer`` crashed in 02, 02b and 03 (DDP got the CPU model with a GPU's
+    device id)."""
+    init_ray()
+
+    @ray.remote(num_cpus=1, max_calls=1)  # max_calls: the worker process, with its patched torch, ends after this
+    def what_a_cpu_worker_picks() -> tuple:
+        torch.cuda.is_available = lambda: True  # the machine has a GPU; Ray gave this task none
+        return resources.has_gpu(), resources.precision_args(), resources.device().type, resources.loader_workers()
+
+    assert ray.get(what_a_cpu_worker_picks.remote(), timeout=180) == (False, {"use_cpu": True}, "cpu", 0)
 
 
 # --- the model's actors and replicas ---------------------------------------------------------------------------------

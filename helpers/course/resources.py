@@ -12,14 +12,32 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+import ray
 import torch
 
 from helpers.course.config import Budget
 
 
 def has_gpu() -> bool:
-    """True when this process sees a CUDA GPU."""
-    return torch.cuda.is_available()
+    """True when this process may compute on a CUDA GPU: it sees one and, in a Ray task or actor, Ray gave it one.
+
+    Ray hides no GPU from a task or actor that asked for none: on a GPU machine, a Ray Train worker scheduled on CPUs
+    still sees the GPU. Computing there would use a GPU that Ray did not count, and a Hugging Face ``Trainer`` on such
+    a worker crashes (DDP gets the CPU model with the GPU's device id). Seen on one H200 on 2026-11-26."""
+    if not torch.cuda.is_available():
+        return False
+    given = ray_gpu_ids()
+    return given is None or len(given) > 0
+
+
+def ray_gpu_ids() -> list[str] | None:
+    """The GPUs Ray gave this process when it is a Ray task or actor (empty: none); None in a driver or outside Ray."""
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    if context.worker.mode != ray.WORKER_MODE:
+        return None
+    return context.get_accelerator_ids().get("GPU", [])
 
 
 def device() -> torch.device:

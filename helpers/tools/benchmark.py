@@ -22,6 +22,7 @@ import ray.train
 import ray.train.torch
 import torch
 
+from helpers.course.resources import device
 from helpers.pipeline.cifar import load_split, loaders, normalize, normalize_batch
 from helpers.pipeline.loops import pairs, report_epoch, train_epoch
 from helpers.pipeline.vit import Architecture, VisionTransformer
@@ -212,7 +213,7 @@ class Classifier:
 
     def __init__(self, architecture: dict) -> None:
         torch.manual_seed(0)
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = device()  # a GPU only where Ray gave this actor one
         self.model = VisionTransformer(Architecture(**architecture)).to(self.device).eval()
 
     @torch.inference_mode()
