@@ -78,8 +78,17 @@ def test_the_cpu_budget_is_small_and_the_gpu_budget_is_the_real_thing():
             f"{s}.{k}": v for s in config.SECTIONS for k, v in asdict(getattr(budget, s)).items()
         }
         for name, value in knobs.items():
-            assert value is None or isinstance(value, str) or value > 0, f"{budget.kind}: {name} = {value}"
+            values = value if isinstance(value, tuple) else (value,)
+            assert all(v is None or isinstance(v, str) or v > 0 for v in values), f"{budget.kind}: {name} = {value}"
         assert budget.beans.train_steps % budget.beans.eval_steps == 0, "the last step is an evaluation"
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_notebook_04s_batch_is_one_that_notebook_07s_searches_choose_from(kind):
+    """07 starts its search over Ray Train with notebook 04's choice (`points_to_evaluate`). On one H200, the gpu
+    budget's 512 was outside the searches' [32, 64, 128], and Tune warned that the pre-set value is not valid."""
+    budget = config.get_budget(kind=kind)
+    assert budget.cifar.batch_size in budget.tune.batch_sizes, budget.tune.batch_sizes
 
 
 def test_describe_without_a_lesson_shows_every_source_and_knob(monkeypatch):

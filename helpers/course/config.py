@@ -153,6 +153,7 @@ class TuneBudget:
     train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
     train_epochs: int  # epochs of each of those trials
     workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
+    batch_sizes: tuple[int, ...]  # the batch sizes both searches choose from; notebook 04's batch is one of them
 
 
 SECTIONS = {
@@ -271,6 +272,7 @@ _CPU = Budget(
         train_samples=4,
         train_epochs=2,
         workers=2,
+        batch_sizes=(32, 64, 128),
     ),
 )
 # The cpu budget's changes for the real sources: the real model (DeiT-tiny, 224 px) trains at about 18 images/s on
@@ -302,6 +304,7 @@ _BUDGETS = {
             epochs=10,
             train_samples=8,
             train_epochs=10,
+            batch_sizes=(128, 256, 512),  # notebook 04's 512 among them: its choice is the searches' first trial
         ),
     ),
 }

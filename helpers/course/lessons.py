@@ -64,7 +64,6 @@ class Lesson:
 # Images the lessons pass through a model, from the data sets (their real sizes; the stand-ins are smaller).
 CIFAR10_TRAIN = 50_000
 DOGS_FISH_VAL = 782  # imagenette's validation images of its English springers and tenches
-TUNE_LARGEST_BATCH = 128  # the largest batch notebook 07's searches choose (tune.choice)
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ def _tune_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
     """07: every search's trials, a trial per GPU at most, at the largest batch the search may choose."""
     t, gpus = budget.tune, max(1, plan.num_workers)
     searched = t.samples * t.epochs * t.train_size + t.train_samples * t.train_epochs * t.train_size
-    batch = max(TUNE_LARGEST_BATCH, budget.cifar.batch_size)
+    batch = max(*t.batch_sizes, budget.cifar.batch_size)
     what, where = "tune (a trial per GPU, at most)", "Ray Train"
     return [GpuWork(what, "cifar", batch, searched // gpus, True, "fp32", where, "cifar.batch_size")]
 
