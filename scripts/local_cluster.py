@@ -61,12 +61,12 @@ def node_args(cpus: int, temp_dir: str) -> dict:
 
 
 def head_node_args(node: dict, port: int, head_only: bool) -> dict:
-    """The head node's: the machine's GPUs, the GCS and dashboard ports, and no CPUs when it is started alone."""
+    """The head node's: the machine's GPUs, the GCS and dashboard ports; started alone, no CPUs and no GPUs."""
     return {
         **node,
-        # head only: no CPUs, so that every task and worker that needs one runs on the other node
-        **({"num_cpus": 0} if head_only else {}),
-        "num_gpus": machine_gpus(),  # the worker node claims none of them: they would count twice
+        # head only: no CPUs, so that every task and worker that needs one runs on the other node, and no GPUs: a
+        # GPU worker needs its CPU on the same node, and the isolated worker node reports none (a CPU cluster)
+        **({"num_cpus": 0, "num_gpus": 0} if head_only else {"num_gpus": machine_gpus()}),  # the worker node: none
         "gcs_server_port": port,
         "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
         "dashboard_host": "127.0.0.1",

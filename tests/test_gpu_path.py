@@ -175,6 +175,9 @@ def test_the_local_cluster_reports_the_gpus_of_its_machine(fake_gpu):
     params = RayParams(**head)
     params.update_if_absent(num_gpus=0)  # what `ray.cluster_utils.Cluster.add_node` does with its defaults
     assert params.num_gpus == 2
+    # `make test`'s head node has no CPUs: a GPU there could never be given to a worker, which needs a CPU beside it
+    alone = local_cluster.head_node_args(local_cluster.node_args(4, "/tmp/ray-course-test"), 6389, head_only=True)
+    assert alone["num_cpus"] == 0 and alone["num_gpus"] == 0
 
 
 def test_a_driver_that_sees_a_gpu_computes_on_it(fake_gpu):
