@@ -31,8 +31,8 @@ try:
 except ImportError:
     BROWSER_READY = False
 EXECUTED = run_course.EXECUTED
-MAX_LINES = 120  # text lines of output per notebook: what a reader can follow next to the lesson (and room
-# for a crash report of a Ray worker, see README: Ray 2.60 workers sometimes abort on a corrupt mutex)
+MAX_LINES = 120  # text lines of output per notebook: what a reader can follow next to the lesson (a Ray worker's
+# crash report is not counted: see crash_report)
 WARNING = re.compile(r"(Deprecation|Future|UserWarning|RuntimeWarning)|deprecated|will be removed", re.IGNORECASE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "(RayTrainWorker pid=123) ": which Ray process printed it (its name may hold parentheses of its own)
@@ -122,6 +122,15 @@ def run(path: Path, folder: Path = EXECUTED, **options) -> run_course.Outcome:
     return outcome
 
 
+def crash_report(text: str) -> bool:
+    """Whether a stream output is only a Ray worker's crash report (:data:`RAY_WORKER_CRASH`, every line under a Ray
+    process's prefix): Ray runs the task again, and the report (tens of lines of C++ stack) is not the lesson's
+    output, so it counts neither as a line a reader follows nor as unexplained stderr; it is printed."""
+    text = ANSI.sub("", text)
+    lines = [line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()]
+    return bool(RAY_WORKER_CRASH.search(text)) and all(RAY_PREFIX.match(line) for line in lines)
+
+
 def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:
     """The text lines a reader sees in the executed copy of ``path`` in ``folder``, as a terminal shows them: a
     cell's stream outputs in a row are one text, and a carriage return (a progress line's update) overwrites its
@@ -131,7 +140,7 @@ def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:
     for cell in notebook.cells:
         texts = []
         for output in cell.get("outputs", []):
-            if output.output_type == "stream":
+            if output.output_type == "stream" and not crash_report(output.text):  # Ray's, not the lesson's
                 texts.append(output.text)
             elif output.output_type == "error":
                 texts.append("\n" + "\n".join(output.traceback) + "\n")
@@ -187,12 +196,11 @@ def stderr_problems(notebook: dict) -> list[str]:
             text = ANSI.sub("", "".join(output["text"]))
             if STOPPED_PHRASE in markdown:
                 text = STOPPED_ON_PURPOSE.sub("", text)
-            lines = [line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()]
-            if RAY_WORKER_CRASH.search(text) and all(RAY_PREFIX.match(line) for line in lines):
+            if crash_report(text):
                 print(f"cell {index}: a Ray worker crashed and Ray went on (tolerated): {text[:160]!r}")
                 continue
             in_traceback = False
-            for line in lines:
+            for line in (line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()):
                 plain = RAY_PREFIX.sub("", line)
                 if in_traceback:
                     in_traceback = not EXCEPTION_LINE.match(plain)

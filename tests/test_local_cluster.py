@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,6 +202,11 @@ def test_the_cluster_stops_when_its_command_fails_or_is_killed(how):
         for line in script.stdout:
             if "[ray-cluster] up at" in line:
                 break
+        # Ctrl-C while the command runs: once it has started. A signal that reaches the group while bash forks it can
+        # be lost in the child before `exec` (bash then waits for the whole `sleep 600` before running its trap).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "sleep" not in [p.name() for p in psutil.Process(script.pid).children()]:
+            time.sleep(0.1)
         os.killpg(script.pid, signal.SIGTERM)
     output = script.communicate(timeout=120)[0]
     assert script.returncode == (1 if how == "fails" else 130), output

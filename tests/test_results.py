@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,27 @@ def test_with_the_real_sources_the_real_floor_holds_and_report_prints_it_instead
     out = capsys.readouterr().out
     assert "toy accuracy: 0.100 (its floor with the real sources, 0.6, not enforced: COURSE_FLOORS=report)" in out
     assert "validation accuracy: 0.100 (floor 0.6 not enforced" in out
+
+
+def test_a_ray_workers_crash_report_is_neither_counted_as_lines_nor_a_finding(tmp_path):
+    """Tens of lines of C++ stack that Ray prints when a worker it stopped dies inside torch (07 on the real sources,
+    2026-11-26): tolerated, and not the lesson's output, so they do not count towards the lines a reader follows."""
+    from executed import MAX_LINES, output_lines, problems
+
+    def save(notebook: dict) -> Path:
+        notebook |= {"nbformat": 4, "nbformat_minor": 4, "metadata": {}}
+        for cell in notebook["cells"]:
+            cell["metadata"] = {}
+        (tmp_path / "07.ipynb").write_text(json.dumps(notebook))
+        return Path("07.ipynb")
+
+    stack = "".join(f"(RayTrainWorker pid=12385) /lib/libc.so.6(+0x{n:x}) frame {n}\n" for n in range(MAX_LINES))
+    crash = "(RayTrainWorker pid=12385) [2026-11-26 07:59:59,906 E 12385 12641] logging.cc:125: Stack trace:\n"
+    crash += "(RayTrainWorker pid=12385) *** SIGABRT received at time=1764143999 on cpu 1 ***\n" + stack
+    notebook = a_notebook("# Tune", crash)
+    notebook["cells"][1]["outputs"].insert(0, {"output_type": "stream", "name": "stdout", "text": "accuracy 0.37\n"})
+    assert output_lines(save(notebook), tmp_path) == ["accuracy 0.37"]
+    assert problems(save(notebook), tmp_path) == []
+    half = crash + "a line of the lesson's own on stderr\n"  # not only Ray's: counted, and a finding
+    assert len(output_lines(save(a_notebook("# Tune", half)), tmp_path)) > MAX_LINES
+    assert any("wrote to stderr" in found for found in problems(save(a_notebook("# Tune", half)), tmp_path))
