@@ -2,6 +2,8 @@
 # A rehearsal of the course on minimal Linux, as in a slim container: a Debian minbase root (no procps: no `ps`, no
 # `pgrep`), a fresh clone of this checkout in it, `make setup`, `make data` and lesson 01 through the local cluster
 # script, then a look at /proc for anything of that root still running, and at its listening sockets while it ran.
+# The data sets this checkout has built (`make test` builds them first) are copied into the clone: `make data` keeps
+# what exists, and building them again, the same way, would add a minute of pretraining and test nothing new.
 #
 #   scripts/minimal-linux.sh        # `make minimal-linux`; CI runs it after `make test` (.ci/run)
 #
@@ -57,6 +59,7 @@ fi
 say "a fresh clone of $(git -C "$repo" rev-parse --short HEAD) in $base/course; Python $("$python" -V 2>&1 | cut -d' ' -f2) from $prefix"
 rm -rf "$base/course"
 git clone --quiet "$repo" "$base/course"
+[ -d "$repo/data" ] && cp -a "$repo/data/." "$base/course/data/"
 mkdir -p "$base$prefix" "$base/opt/wheels" "$base/root/.cache/uv" "$base/dev" "$base/proc" "$base/sys"
 
 # Inside a mount namespace: the mounts, then the learner's commands in the root with a clean environment. The pip wheel

@@ -91,6 +91,19 @@ def test_notebook_04s_batch_is_one_that_notebook_07s_searches_choose_from(kind):
     assert budget.cifar.batch_size in budget.tune.batch_sizes, budget.tune.batch_sizes
 
 
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_notebook_07s_interrupted_search_has_a_trial_to_interrupt_and_the_cpu_budget_runs_one_at_a_time(kind):
+    """07's step 4 sends Ctrl-C once 2 trials have finished (`InterruptOnce(2)`): a third must be running by then, for
+    step 5 to resume it. On a laptop, one trial at a time: two (about 2 GB each) took the cluster past 8 GB."""
+    import json
+
+    budget = config.get_budget(kind=kind)
+    cells = json.loads((Path(__file__).parents[1] / "notebooks" / "07_ray_tune.ipynb").read_text())["cells"]
+    assert any("InterruptOnce(2)" in "".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    assert budget.tune.train_samples > 2, budget.tune
+    assert budget.tune.train_trials_at_once == (1 if kind == "cpu" else None), budget.tune
+
+
 def test_describe_without_a_lesson_shows_every_source_and_knob(monkeypatch):
     monkeypatch.delenv(config.MODEL_ENV, raising=False)
     text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))

@@ -153,6 +153,7 @@ class TuneBudget:
     train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
     train_epochs: int  # epochs of each of those trials
     workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
+    train_trials_at_once: int | None  # at most, for memory: 4 processes with torch per trial (None: as resources allow)
     batch_sizes: tuple[int, ...]  # the batch sizes both searches choose from; notebook 04's batch is one of them
 
 
@@ -269,9 +270,10 @@ _CPU = Budget(
         test_size=1000,
         samples=4,
         epochs=3,
-        train_samples=4,
+        train_samples=3,  # one at a time: 2 run to their end, the third is interrupted (step 4) and resumed (step 5)
         train_epochs=2,
         workers=2,
+        train_trials_at_once=1,  # two at once (about 2 GB each) took the cluster past a laptop's 8 GB
         batch_sizes=(32, 64, 128),
     ),
 )
@@ -304,6 +306,7 @@ _BUDGETS = {
             epochs=10,
             train_samples=8,
             train_epochs=10,
+            train_trials_at_once=None,
             batch_sizes=(128, 256, 512),  # notebook 04's 512 among them: its choice is the searches' first trial
         ),
     ),
