@@ -5,7 +5,9 @@
 # The data sets this checkout has built (`make test` builds them first) are copied into the clone: `make data` keeps
 # what exists, and building them again, the same way, would add a minute of pretraining and test nothing new.
 #
-#   scripts/minimal-linux.sh        # `make minimal-linux`; CI runs it after `make test` (.ci/run)
+#   scripts/minimal-linux.sh             # `make minimal-linux`; CI runs it after `make test` (.ci/run)
+#   scripts/minimal-linux.sh --prepare   # only build the root (debootstrap), if it is not there yet: CI does it
+#                                        # while `make test` runs, since it mostly waits on the network and the disk
 #
 # Needs root (debootstrap, chroot, mounts), debootstrap, Debian's archive, and a Python the course supports built for
 # this machine (COURSE_MINIMAL_PYTHON, else the newest pyenv CPython 3.11 to 3.13). The root is this machine's Debian
@@ -28,6 +30,15 @@ command -v debootstrap >/dev/null || skip "needs debootstrap: apt-get install de
 command -v unshare >/dev/null || skip "needs unshare (util-linux)"
 release=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 [ -n "$release" ] || skip "not a Debian-like system: no VERSION_CODENAME in /etc/os-release"
+mkdir -p "$log"
+if [ ! -e "$base/.course-minbase" ]; then
+  say "building a Debian $release minbase root in $base (debootstrap --variant=minbase; a few minutes, once)"
+  rm -rf "$base"
+  debootstrap --variant=minbase --include=make,git,ca-certificates "$release" "$base" "$mirror" \
+    >"$log/debootstrap.log" 2>&1 || { tail -5 "$log/debootstrap.log"; skip "debootstrap failed (no access to $mirror?)"; }
+  touch "$base/.course-minbase"
+fi
+if [ "${1:-}" = --prepare ]; then say "the root is ready in $base"; exit 0; fi
 python="${COURSE_MINIMAL_PYTHON:-}"
 if [ -z "$python" ] && [ -x "$repo/.venv/bin/python" ]; then  # the Python the course was just set up and tested with
   python=$("$repo/.venv/bin/python" -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2]))')
@@ -43,14 +54,6 @@ fi
   || skip "no Python for the root: set COURSE_MINIMAL_PYTHON to a CPython 3.11.5 to 3.13 built on this machine"
 prefix=$("$python" -c 'import sys; print(sys.base_prefix)')
 
-mkdir -p "$log"
-if [ ! -e "$base/.course-minbase" ]; then
-  say "building a Debian $release minbase root in $base (debootstrap --variant=minbase; a few minutes, once)"
-  rm -rf "$base"
-  debootstrap --variant=minbase --include=make,git,ca-certificates "$release" "$base" "$mirror" \
-    >"$log/debootstrap.log" 2>&1 || { tail -5 "$log/debootstrap.log"; skip "debootstrap failed (no access to $mirror?)"; }
-  touch "$base/.course-minbase"
-fi
 if chroot "$base" /bin/sh -c 'command -v ps || command -v pgrep' >/dev/null; then
   say "the root has procps: it is no rehearsal of a slim image" >&2
   exit 1
