@@ -1,4 +1,4 @@
-"""Stand-ins of the real sources on 127.0.0.1, for the rehearsal of ``COURSE_SOURCES=real`` (test_real_sources.py).
+"""Stand-ins of the real sources on 127.0.0.1, for the rehearsal of ``COURSE_SOURCES=real`` (real_sources_rehearsal.py).
 
 What a user's run reads, laid out as the real services hold it, with small, drawn content:
 

@@ -1,6 +1,6 @@
 """The parts of the real-sources rehearsal, and each breakage it found, tested on their own (no Ray, seconds each).
 
-The rehearsal itself (every notebook on the stand-ins of the Hub and S3) is tests/test_real_sources.py.
+The rehearsal itself (every notebook on the stand-ins of the Hub and S3) is tests/real_sources_rehearsal.py.
 """
 
 from __future__ import annotations
@@ -174,3 +174,29 @@ def test_the_413_answer_names_the_real_input_size():
     with pytest.raises(BadImage) as refused:
         read_image(b"x" * 20, max_bytes=10)
     assert "224 x 224" in str(refused.value.args) and "64 x 64" not in str(refused.value.args)
+
+
+def test_the_rehearsal_is_a_plugin_around_nbmakes_items_in_its_own_folder(request, tmp_path, monkeypatch):
+    """`make test` runs the rehearsal as nbmake's items for copies in results/executed-real/ (the repository's
+    conftest.py loads the plugin); a notebook nbmake runs anywhere else is left to nbmake alone."""
+    from types import SimpleNamespace
+
+    import real_sources_rehearsal as rehearsal
+
+    assert request.config.pluginmanager.has_plugin("real_sources_rehearsal"), "conftest.py no longer loads it"
+    copy = rehearsal.EXECUTED_REAL / "00_ray_core.ipynb"
+    assert rehearsal.is_rehearsed(SimpleNamespace(nbmake=True, path=copy))
+    assert not rehearsal.is_rehearsed(SimpleNamespace(nbmake=True, path=rehearsal.ROOT / "notebooks" / copy.name))
+    assert not rehearsal.is_rehearsed(SimpleNamespace(path=copy))  # a test module's item, not nbmake's
+
+    def session(*args: str, nbmake: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(config=SimpleNamespace(getoption=lambda name, default=None: nbmake, args=list(args)))
+
+    folder = tmp_path / "executed-real"
+    monkeypatch.setattr(rehearsal, "EXECUTED_REAL", folder)
+    rehearsal.pytest_sessionstart(session("tests"))
+    rehearsal.pytest_sessionstart(session(str(folder), nbmake=False))
+    assert not folder.exists(), "copies only where make test asks nbmake for them"
+    rehearsal.pytest_sessionstart(session("tests", str(folder / "07_ray_tune.ipynb")))
+    copies = sorted(p.name for p in folder.iterdir())
+    assert copies == sorted(p.name for p in (rehearsal.ROOT / "notebooks").glob("*.ipynb")), copies

@@ -36,7 +36,7 @@ class Lesson:
     # the rehearsal's content is drawn and its weights random (docs/instructors.md)
     real_floor: float | None = None
     # with COURSE_SOURCES=real, the cpu budget's run of it at the real model's and images' sizes (the real-sources
-    # rehearsal on the reference machine: tests/test_real_sources.py prints it; None: as reference_seconds)
+    # rehearsal on the reference machine: tests/real_sources_rehearsal.py prints it; None: as reference_seconds)
     real_reference_seconds: int | None = None
 
     def floor_for(self, sources: str) -> float:
