@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -97,16 +99,29 @@ class Rehearsal:
 
     def __init__(self) -> None:
         self.services: ExitStack | None = None
+        self.building: subprocess.Popen | None = None  # the stand-ins' content, built while the other tests run
         self.storage = Path()  # where the lessons keep their checkpoints during the rehearsal
         self.saved: dict[str, str] = {}
         self.hub = None
         self.figures: dict[str, dict[str, str]] = {}
+
+    def build_in_the_background(self) -> None:
+        """Start building the stand-ins' content (about 40 s of one core) in a process of its own: `make test` runs
+        the rehearsal after its other tests, and :meth:`start` then finds it built."""
+        code = "import sys, pathlib, real_sources; real_sources.build_content(pathlib.Path(sys.argv[1]))"
+        CONTENT.parent.mkdir(parents=True, exist_ok=True)
+        with open(CONTENT.parent / "real-sources-content.log", "w") as log:
+            self.building = subprocess.Popen(
+                [sys.executable, "-c", code, str(CONTENT)], cwd=Path(__file__).parent, stdout=log, stderr=log
+            )
 
     def start(self) -> None:
         from real_sources import build_content, real_services
 
         from helpers.course import config
 
+        if self.building is not None:
+            self.building.wait()  # whatever it did: built (then the call below finds it) or not (then it builds here)
         content = build_content(CONTENT)
         self.storage = Path(os.environ.get(config.STORAGE_ENV) or config.storage_path()) / "real-sources"
         shutil.rmtree(self.storage, ignore_errors=True)
@@ -201,6 +216,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     EXECUTED_REAL.mkdir(parents=True)
     for notebook in NOTEBOOKS:
         shutil.copyfile(notebook, EXECUTED_REAL / notebook.name)
+    REHEARSAL.build_in_the_background()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -216,7 +232,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         REHEARSAL.start()
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's capture: what the checks print stays with the test
 def pytest_runtest_call(item: pytest.Item):
     if not is_rehearsed(item):
         return (yield)

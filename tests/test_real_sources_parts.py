@@ -194,9 +194,12 @@ def test_the_rehearsal_is_a_plugin_around_nbmakes_items_in_its_own_folder(reques
 
     folder = tmp_path / "executed-real"
     monkeypatch.setattr(rehearsal, "EXECUTED_REAL", folder)
+    builds = []  # the stand-ins' content, started in the background with the copies
+    monkeypatch.setattr(rehearsal.REHEARSAL, "build_in_the_background", lambda: builds.append(1))
     rehearsal.pytest_sessionstart(session("tests"))
     rehearsal.pytest_sessionstart(session(str(folder), nbmake=False))
-    assert not folder.exists(), "copies only where make test asks nbmake for them"
+    assert not folder.exists() and not builds, "copies only where make test asks nbmake for them"
     rehearsal.pytest_sessionstart(session("tests", str(folder / "07_ray_tune.ipynb")))
     copies = sorted(p.name for p in folder.iterdir())
     assert copies == sorted(p.name for p in (rehearsal.ROOT / "notebooks").glob("*.ipynb")), copies
+    assert builds == [1]
