@@ -39,8 +39,6 @@ RESULTS_REAL = ROOT / "results" / "real-sources"  # the headlines and exercise v
 TARGET_SECONDS = 10 * 60  # each lesson on this machine's 2 cores (issue 39)
 TARGET_PEAK_GB = 8.0  # the whole cluster and the kernel
 TARGET_DISK_GB = 5.0  # checkpoints kept by every lesson together
-# Left out of the kernel's environment while nbmake runs a copy, as `make run` leaves it out (scripts/run_course.py)
-NOT_FOR_THE_KERNEL = ("PYTEST_CURRENT_TEST",)
 
 
 class MemoryWatch:
@@ -155,7 +153,7 @@ class Rehearsal:
 
     def run(self, item: pytest.Item):
         """Run nbmake's ``runtest`` (the generator's ``yield``), watched; then check the executed copy."""
-        from executed import exercise_checks, problems
+        from executed import exercise_checks, problems, run_course
         from ports import SocketWatch
         from real_sources import BEANS_ID
 
@@ -167,7 +165,7 @@ class Rehearsal:
         lesson = lesson_named(path.stem)
         random_weights = "model" in lesson.sources  # the stand-in Hub's pretrained weights: no floor can be reached
         kernel_env = {config.FLOORS_ENV: "report" if random_weights else "enforce"}
-        hidden = {name: os.environ.pop(name) for name in NOT_FOR_THE_KERNEL if name in os.environ}
+        hidden = {name: os.environ.pop(name) for name in run_course.NOT_FOR_THE_KERNEL if name in os.environ}
         os.environ.update(kernel_env)
         start = time.perf_counter()
         try:
