@@ -1,6 +1,42 @@
 """Notebook 00's checks (helpers.exercises.ray_core): "not done yet" for an untouched exercise, a message that names
 the mistake for each half-right answer (never an exception, never a hang), and done for a right answer. The
-solutions notebook runs them too (tests/test_solutions.py)."""
+solutions notebook runs them too (tests/test_solutions.py).
+
+What a learner who half understands writes, and the verdict each gets (a function or class below for each):
+
+00.1, `run_as_they_finish(work, items, on_result)`:
+- `work(item)` called in this notebook, no task (in_this_process); a task per item, but also a plain `work(item)`
+  call for the return value (also_runs_here); `ray.remote(work)(item)`, without `.remote` (no_dot_remote).
+- `ray.get(task.remote(item))` inside the loop: one task at a time (get_inside_the_loop).
+- every task started, then `ray.get` on the whole list (get_all_then_report), or `ray.wait` with
+  `num_returns=len(refs)` (waits_for_all_at_once): on_result only after the slowest; `ray.get` on each ref in the
+  items' order (get_each_in_item_order): on_result not in the order the tasks end.
+- results appended as the tasks end, returned in that order (in_finishing_order).
+- refs in a dict keyed by the item: a repeated item loses its task's ref (keyed_by_item).
+- results taken with `ray.wait`, then every task started again for the return value (started_again).
+- `ray.wait(refs)` on the full list each time: the same ready ref comes back (waits_on_every_ref).
+- `ready, _ = ray.wait(pending)` with `pending` never shrinking: the loop never ends (never_ends).
+- tasks that ask for what no node has: `ray.get` waits for ever (cannot_be_scheduled).
+- refs returned instead of results (returns_refs); `ray.get(ready)` on the list of one (results_in_lists); nothing
+  returned (forgets_to_return); an index past the end (raises).
+- on_result given (result, item) (result_and_item_swapped), the ref (on_result_gets_refs), or the position instead
+  of the item (on_result_gets_positions); on_result never called (never_calls_on_result).
+Right answers of other shapes pass: a list and `refs.index`, Futures, a loop then `ray.get(refs)`.
+
+00.2, `Tally`:
+- a plain class, no `@ray.remote` (Plain); a task (a_task); a running actor handed over (the handle test); 42.
+- counts in a class attribute or a global, shared between tallies (SharedCounts, GlobalCounts); in a local
+  variable of `add` (Forgets).
+- `add` that returns nothing (ReturnsNothing), the count before this one (CountsBefore), the dict (ReturnsTheDict),
+  how many labels in all (TotalNotPerLabel), how many distinct labels (DistinctLabels); `self.seen[label] += 1`
+  with no start at 0 (NoStartAtZero); `counts()` as a list (CountsAsList); an `__init__` with arguments
+  (TakesLabels); `count` for `counts` (NoCountsMethod).
+- no resource request, Ray's default (WithoutRequest), `num_cpus=0.1` (FractionOfCpu), `.options(num_cpus=1)`, a GPU
+  asked for (WithGpu).
+- an async actor that awaits between reading and writing a count (AsyncRace).
+Right answers of other shapes pass: an async actor (AsyncTally), `.options(num_cpus=0)` (WithOptions), a
+`collections.Counter` with `num_gpus=0` said aloud (CounterTally).
+"""
 
 from __future__ import annotations
 
@@ -219,6 +255,77 @@ def result_and_item_swapped(work, items, on_result) -> list:
     return results
 
 
+def also_runs_here(work, items, on_result) -> list:
+    """Tasks for on_result, then a plain call of `work` per item for the return value."""
+    task = ray.remote(work)
+    item_of = {task.remote(item): item for item in items}
+    pending = list(item_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        on_result(item_of[ready], ray.get(ready))
+    return [work(item) for item in items]
+
+
+def no_dot_remote(work, items, on_result) -> list:
+    task = ray.remote(work)
+    results = [task(item) for item in items]  # a remote function is not called directly
+    for item, result in zip(items, results, strict=True):
+        on_result(item, result)
+    return results
+
+
+def waits_on_every_ref(work, items, on_result) -> list:
+    """`ray.wait(refs)` on the full list, once per item: the first ready ref comes back each time."""
+    task = ray.remote(work)
+    refs = [task.remote(item) for item in items]
+    results = [None] * len(items)
+    for _ in items:
+        [ready], _ = ray.wait(refs)
+        i = refs.index(ready)
+        results[i] = ray.get(ready)
+        on_result(items[i], results[i])
+    return results
+
+
+def on_result_gets_refs(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    results, pending = [None] * len(items), list(index_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        results[index_of[ready]] = ray.get(ready)
+        on_result(items[index_of[ready]], ready)  # the ref, not its result
+    return results
+
+
+def on_result_gets_positions(work, items, on_result) -> list:
+    task = ray.remote(work)
+    index_of = {task.remote(item): i for i, item in enumerate(items)}
+    results, pending = [None] * len(items), list(index_of)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        results[index_of[ready]] = ray.get(ready)
+        on_result(index_of[ready], results[index_of[ready]])  # the position, not the item
+    return results
+
+
+def never_calls_on_result(work, items, on_result) -> list:
+    task = ray.remote(work)
+    return ray.get([task.remote(item) for item in items])
+
+
+def right_get_all_at_the_end(work, items, on_result) -> list:
+    """Another right answer, the lesson's way: handle each as it ends, then `ray.get(refs)` (kept: nothing reruns)."""
+    task = ray.remote(work)
+    refs = [task.remote(item) for item in items]
+    position = {ref: i for i, ref in enumerate(refs)}
+    pending = list(refs)
+    while pending:
+        [ready], pending = ray.wait(pending)
+        on_result(items[position[ready]], ray.get(ready))
+    return ray.get(refs)
+
+
 def test_an_untouched_loop_is_not_done_yet_without_starting_ray():
     expect(core.check_as_they_finish(untouched_loop), checking.NOT_DONE, "replace `raise NotImplementedError`")
 
@@ -246,6 +353,23 @@ def test_as_they_finish_refuses_what_a_half_understanding_writes(on_ray):
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("answer", "phrases"),
+    [
+        (also_runs_here, ["in this notebook's process besides its tasks", "ray.get(ref)"]),
+        (no_dot_remote, ["it raised TypeError", ".remote()"]),
+        (waits_on_every_ref, ["hands back a ready ref again", "ray.wait(pending)"]),
+        (on_result_gets_refs, ["object refs as results", "ray.get(ready)"]),
+        (on_result_gets_positions, ["positions", "`items[i]`"]),
+        (never_calls_on_result, ["`on_result` was never called"]),
+    ],
+    ids=lambda value: getattr(value, "__name__", ""),
+)
+def test_as_they_finish_refuses_more_half_understood_answers(on_ray, answer, phrases):
+    expect(core.check_as_they_finish(answer), checking.WRONG, *phrases)
+
+
+@pytest.mark.cluster
 def test_tasks_that_cannot_be_scheduled_are_named_and_cancelled(on_ray):
     from ray.util.state import list_tasks
 
@@ -253,7 +377,8 @@ def test_tasks_that_cannot_be_scheduled_are_named_and_cancelled(on_ray):
     expect(verdict, checking.WRONG, "only 0 of the 5 tasks had started", "no_node_has_this", "cancelled")
     job = ray.get_runtime_context().get_job_id()
     for _ in range(30):  # the state API hears of the cancellation a moment later
-        waiting = list_tasks(filters=[("job_id", "=", job), ("state", "=", "PENDING_NODE_ASSIGNMENT")])
+        address = ray.get_runtime_context().gcs_address  # other Rays may run on this machine
+        waiting = list_tasks(address, filters=[("job_id", "=", job), ("state", "=", "PENDING_NODE_ASSIGNMENT")])
         if not [task for task in waiting if task.name == "work"]:
             break
         time.sleep(0.5)
@@ -273,7 +398,7 @@ def test_as_they_finish_passes_the_right_answer(on_ray):
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("answer", [right_by_index, right_with_futures])
+@pytest.mark.parametrize("answer", [right_by_index, right_with_futures, right_get_all_at_the_end])
 def test_as_they_finish_passes_other_right_answers(on_ray, answer):
     expect(core.check_as_they_finish(answer), checking.DONE, "as they ended")
 
@@ -458,6 +583,35 @@ class NoCountsMethod:
         return dict(self.seen)
 
 
+class DistinctLabels(ReturnsNothing):
+    def add(self, label: str) -> int:
+        self.seen[label] = self.seen.get(label, 0) + 1
+        return len(self.seen)  # how many different labels, not how many of this one
+
+
+class NoStartAtZero(ReturnsNothing):
+    def add(self, label: str) -> int:
+        self.seen[label] += 1  # KeyError the first time a label comes
+        return self.seen[label]
+
+
+@ray.remote(num_cpus=0, num_gpus=0)
+class CounterTally:
+    """A right answer: a collections.Counter, and num_gpus=0 said aloud."""
+
+    def __init__(self) -> None:
+        from collections import Counter
+
+        self.seen = Counter()
+
+    def add(self, label: str) -> int:
+        self.seen[label] += 1
+        return self.seen[label]
+
+    def counts(self) -> dict[str, int]:
+        return self.seen
+
+
 FractionOfCpu = ray.remote(num_cpus=0.1)(counting_class())
 
 
@@ -473,7 +627,10 @@ def test_the_tally_check_refuses_what_needs_no_cluster_to_tell():
 
 
 def test_the_tally_check_refuses_what_a_half_understanding_writes():
-    expect(core.check_tally(ray.remote(num_cpus=0)(ReturnsNothing)), checking.WRONG, "returned None", "a number")
+    expect(core.check_tally(ray.remote(num_cpus=0)(ReturnsNothing)), checking.WRONG, "returned None", "no `return`")
+    expect(core.check_tally(TotalNotPerLabel), checking.WRONG, "`add('dog')` returned 3", "not how many labels in all")
+    expect(core.check_tally(ray.remote(num_cpus=0)(DistinctLabels)), checking.WRONG, "The counts are kept")
+    expect(core.check_tally(ray.remote(num_cpus=0)(NoStartAtZero)), checking.WRONG, "KeyError", "start it at 0")
     expect(core.check_tally(ray.remote(num_cpus=0)(CountsBefore)), checking.WRONG, "returned 0, then 1", "included")
     expect(core.check_tally(ray.remote(num_cpus=0)(ReturnsTheDict)), checking.WRONG, "(dict)", "a number")
     expect(core.check_tally(ray.remote(num_cpus=0)(CountsAsList)), checking.WRONG, "`counts()` returned list")
@@ -497,7 +654,6 @@ def test_an_actor_handle_is_not_the_class(on_ray):
 
 @pytest.mark.cluster
 def test_the_tally_check_runs_tallies_on_ray(on_ray):
-    expect(core.check_tally(TotalNotPerLabel), checking.WRONG, "`add('cat')` answered")
     expect(core.check_tally(Tally), checking.DONE, "kept their own counts", "one call at a time")
 
 
@@ -505,6 +661,7 @@ def test_the_tally_check_runs_tallies_on_ray(on_ray):
 def test_the_tally_check_accepts_other_right_answers(on_ray):
     expect(core.check_tally(AsyncTally), checking.DONE, "kept their own counts", "async actor")
     expect(core.check_tally(WithOptions.options(num_cpus=0)), checking.DONE, "kept their own counts")
+    expect(core.check_tally(CounterTally), checking.DONE, "kept their own counts")
 
 
 @pytest.mark.cluster

@@ -102,10 +102,12 @@ def _ran_at_once(events: list) -> bool:
 
 def _waiting_tasks(job: str) -> list:
     """The learner's ``work`` tasks of this job that Ray has found no node for (an ask the cluster cannot meet)."""
+    import ray
     from ray.util.state import list_tasks
 
     filters = [("job_id", "=", job), ("state", "=", "PENDING_NODE_ASSIGNMENT")]
-    found = list_tasks(filters=filters, detail=True, timeout=STATE_API_S, raise_on_missing_output=False)
+    address = ray.get_runtime_context().gcs_address  # this job's cluster, even where several run on one machine
+    found = list_tasks(address, filters=filters, detail=True, timeout=STATE_API_S, raise_on_missing_output=False)
     return [task for task in found if task.func_or_class_name.rsplit(".", 1)[-1] == "work"]
 
 
@@ -192,10 +194,19 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
     started = Counter(item for what, item, _, _ in events if what == "start")
     ended = [(at, item) for what, item, at, _ in sorted(events, key=lambda e: e[2]) if what == "end"]
     pids = {pid for what, _, _, pid in events if what in ("start", "end")}
+    here = sum(pid == os.getpid() for what, _, _, pid in events if what == "start")
     expected = [item * item for item in items]
     missing = sorted(set(items) - {item for _, item in ended})
+    handled = Counter(item for item, _ in seen)
+    over = [item for item, n in handled.items() if n > wanted.get(item, 0)]
+    assert not over or not set(handled) <= set(wanted), (
+        f"`on_result` was called {len(seen)} times for {len(items)} items, the item {over[0]} "
+        f"{handled[over[0]]} times: `ray.wait` hands back a ready ref again each time it is in the list it gets. "
+        "Wait only on the refs not yet handled, `ready, pending = ray.wait(pending)`, until `pending` is empty"
+    )
     assert not missing, (
-        f"`work` never ran (or never ended) for the items {missing}: call it once for every item of `items`"
+        f"`work` never ran for the items {missing}, or had not ended when your function returned: call it once for "
+        "every item of `items`, and return once every task has ended"
     )
     assert pids != {os.getpid()}, (
         "`work` ran in this notebook's process, one call after another: make it a task with `ray.remote(work)` "
@@ -204,6 +215,10 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
     assert _ran_at_once(events), (
         "the tasks ran one after another, never two at once: a `ray.get` inside the loop waits for each task "
         "before the next one starts. Start them all first (a list of refs), then collect the results"
+    )
+    assert not here, (
+        f"`work` ran {here} times in this notebook's process besides its tasks: a plain `work(item)` call runs it "
+        "again, here, one call after another. Call it only as a task; its result comes from `ray.get(ref)`"
     )
     again = {item: n for item, n in started.items() if n > wanted[item]}
     assert not again, (
@@ -237,7 +252,15 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
         f"it returned {returned} for the items {items}; `work` gives {expected}: return what `ray.get` gives "
         "for each item's ref, in the order of `items`"
     )
-    handled = Counter(item for item, _ in seen)
+    assert not any(isinstance(result, ray.ObjectRef) for _, result in seen), (
+        "`on_result` got object refs as results: give it what `ray.get(ready)` returns, `on_result(item, result)`"
+    )
+    positions = [item for item, _ in seen]
+    assert sorted(positions) != list(range(len(items))) or sorted(positions) == sorted(items), (
+        f"`on_result` got the items' positions {sorted(positions)} as items: give it the item itself, "
+        "`items[i]`, with its result"
+    )
+    assert seen, "`on_result` was never called: call `on_result(item, result)` for each item as its task ends"
     once = [item for item, n in wanted.items() if n > 1 and handled[item] == 1]
     assert not once, (
         f"`on_result` was called {len(seen)} times for {len(items)} items: the item {once[0]} comes "
@@ -332,12 +355,29 @@ def _local_state_problem(cls: type) -> str | None:
             f"`Tally()` failed, {raised}: the check starts each tally with no arguments, as the exercise's "
             "`__init__` takes"
         )
-    answers = [_call(first.add, label) for label in ("cat", "cat", "dog")]
+    try:
+        answers = [_call(first.add, label) for label in ("cat", "cat", "dog")]
+    except _Raised as raised:
+        first_time = (
+            " The first `add` of a label finds no count yet: start it at 0" if "KeyError" in str(raised) else ""
+        )
+        return f"`add('cat')` failed, {raised}.{first_time}"
     _call(second.add, "fish")
+    if all(answer is None for answer in answers):
+        return (
+            "`add('cat')` returned None: `add` has no `return`. The tasks that call it need an answer: return how "
+            "many of that label the tally has counted so far, this one included (1 the first time)"
+        )
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in answers):
         return (
             f"`add('cat')` returned {answers[0]!r} ({type(answers[0]).__name__}): return how many of that label the "
             "tally has counted so far, after this one (a number: 1 the first time)"
+        )
+    kept = _call(first.counts)
+    if answers[0] == answers[1] and kept == {"cat": 2, "dog": 1}:
+        return (
+            f"`add('cat')` returned {answers[0]}, then {answers[1]} again, though `counts()` then said 'cat': 2. The "
+            "counts are kept: `add` returns another number. Return that label's count, after this one (1, then 2)"
         )
     if answers[0] == answers[1]:
         return (
@@ -348,6 +388,11 @@ def _local_state_problem(cls: type) -> str | None:
         return (
             f"`add('cat')` returned {answers[0]}, then {answers[1]}: return how many of that label the tally has "
             "counted so far, this one included (1, then 2)"
+        )
+    if answers[2] != 1:
+        return (
+            f"after two 'cat's, `add('dog')` returned {answers[2]}: return how many of *that* label the tally has "
+            "counted (1 'dog' here), not how many labels in all"
         )
     counts, other = _call(first.counts), _call(second.counts)
     if not isinstance(counts, dict) or not isinstance(other, dict):
@@ -457,9 +502,10 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
             f"every one counted ({how})"
         )
 
-    def worth_running() -> bool:
-        cls, _ = _actor_parts(tally_class)
-        return not any(untouched(getattr(cls, name, None)) for name in METHODS)
+    def worth_running() -> bool:  # the learner's code does not run here (outside the time limit): only its options
+        cls, options = _actor_parts(tally_class)
+        asks = options.get("num_cpus") == 0 and not options.get("num_gpus")
+        return asks and not any(untouched(getattr(cls, name, None)) for name in METHODS)
 
     # an actor class is run on Ray: attached first, in the caller's thread (see _check)
     return _check("00.2", run, limit_s=3 * limit_s + ATTACH_S, ray_first=worth_running)
