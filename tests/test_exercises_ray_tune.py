@@ -1,5 +1,36 @@
 """Lesson 07's checks (helpers/exercises/ray_tune.py): "not done yet" for an untouched exercise, one test per half-right
-answer each check refuses (never an exception), and done for a right one. The solutions notebook runs them too."""
+answer each check refuses (never an exception), and done for a right one. The solutions notebook runs them too.
+
+The wrong answers a learner who half understands Tune writes, each refused below with a message that teaches:
+
+07.1, ``make_search(max_epochs) -> (param_space, scheduler)``:
+- the lesson's own search space copied: ``tune.loguniform(1e-4, 1e-2)``, not the exercise's 1e-5 to 1e-1;
+- ``tune.uniform`` for the rate, over the whole range or over a lower one (``tune.uniform(1e-5, 1e-3)``);
+- the exponents instead of the rates (``tune.uniform(-5, -1)``, ``tune.loguniform(-5, -1)``, a lower bound of 0);
+- a rate drawn per decade but uniformly inside it (only the decades' shares right), or ``10 ** randint``;
+- the rate as a plain list, a short ``tune.choice``, or ``tune.grid_search``; the key named ``learning_rate``;
+- the batch size as ``tune.grid_search([16, 32, 64])`` (every size with every sample), a plain list, strings,
+  ``tune.randint(16, 65)``;
+- ASHA's default ``reduction_factor`` (4) left in place, or 3, 8, 1.5 (the exercise asks for about half going on),
+  or 0.5 or 1 (read as "the share that goes on");
+- ``max_t`` hard-coded (the first budget, 4), one epoch over the budget, or short of it; ``stop_last_trials=False``;
+- ``grace_period`` of 2 or of ``max_epochs`` (no trial stopped after its first epoch), 0, or above ``max_t``;
+- several ``brackets`` (some trials' first rung later than epoch 1);
+- ``metric``/``mode`` on the scheduler too (Tune refuses them beside ``TuneConfig``'s), a mode with no metric,
+  ``metric="val_loss"``, ``mode="min"``; ``time_attr="time_total_s"``;
+- another scheduler (FIFO, HyperBand, median stopping), none, or the class ``ASHAScheduler`` not made;
+- the pair in the wrong order, or one thing returned.
+
+07.2, ``best_trial(results) -> (config, accuracy)``, the trial best at any epoch:
+- ``get_best_result`` with its default ``scope="last"``, or ``"avg"``, ``"last-5-avg"``, ``"last-10-avg"``;
+- ``max(results, key=lambda r: r.metrics["accuracy"])``, or the best row of ``get_dataframe()`` (last reports);
+- ``mode="min"`` for accuracy, ``metric="val_loss"`` (with either mode); ``get_best_result`` with no metric or no
+  mode (the grid it is given names neither);
+- the grid's first trial (``results[0]``);
+- the ``Result`` itself, its ``metrics`` (a report), or a row of ``get_dataframe()`` with its 'config/...' keys,
+  instead of its ``config``; the pair as (accuracy, config);
+- the right trial with its last epoch's accuracy (``result.metrics``), or the whole accuracy column.
+"""
 
 from __future__ import annotations
 
@@ -37,16 +68,32 @@ def asha(max_epochs: int, **options) -> ASHAScheduler:
 
 def test_search_right():
     verdict = ray_tune.check_search(lambda max_epochs: (space(), asha(max_epochs)))
-    expect(verdict, checking.DONE, "spread evenly over its 4 decades", "stopped")
+    expect(verdict, checking.DONE, "log-uniform as far as 400 draws tell", "16 quarter-decades", "stopped")
 
 
 def test_search_other_right_answers():
-    """A log-uniform draw written by hand, and ASHA's options that the exercise leaves free, are right too."""
+    """A log-uniform draw written by hand (with np.random: the check seeds it), the bounds the other way round, a list
+    for the pair, and ASHA's options that the exercise leaves free, are right too."""
     by_hand = tune.sample_from(lambda spec: float(10 ** np.random.uniform(-5, -1)))
-    expect(ray_tune.check_search(lambda e: (space(lr=by_hand), asha(e))), checking.DONE, "spread evenly")
+    expect(ray_tune.check_search(lambda e: (space(lr=by_hand), asha(e))), checking.DONE, "log-uniform")
+    expect(ray_tune.check_search(lambda e: (space(lr=tune.loguniform(1e-1, 1e-5)), asha(e))), checking.DONE)
+    expect(ray_tune.check_search(lambda e: [space(), asha(e)]), checking.DONE)
     expect(ray_tune.check_search(lambda e: (space(), asha(e, reduction_factor=2.0))), checking.DONE)
     expect(ray_tune.check_search(lambda e: (space(), asha(e, time_attr="epoch"))), checking.DONE)
     expect(ray_tune.check_search(lambda e: (space() | {"epochs": e}, asha(e))), checking.DONE)
+
+
+def test_search_each_decade_its_share_but_uniform_inside_it():
+    """Each decade as likely (the decades' shares pass), but a uniform draw inside each: not log-uniform."""
+    per_decade = tune.sample_from(lambda spec: float(10.0 ** np.random.randint(-5, -1) * np.random.uniform(1, 10)))
+    verdict = ray_tune.check_search(lambda e: (space(lr=per_decade), asha(e)))
+    expect(verdict, checking.WRONG, "not evenly inside it", "quarter-decades", "about 25 each", "tune.loguniform")
+    assert "log-uniform as far as" not in verdict.message
+
+
+def test_search_powers_of_ten_only():
+    powers = tune.sample_from(lambda spec: float(10.0 ** np.random.randint(-5, 0)))
+    expect(ray_tune.check_search(lambda e: (space(lr=powers), asha(e))), checking.WRONG, "took only 5 values")
 
 
 def test_search_untouched_is_not_done_yet():
@@ -61,19 +108,34 @@ def test_search_uniform_learning_rate():
     expect(verdict, checking.WRONG, "log-uniformly", "a uniform draw")
 
 
-def test_search_uniform_learning_rate_over_the_lower_range():
-    verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(1e-5, 1e-3)), asha(e)))
-    expect(verdict, checking.WRONG, "the whole range from 1e-05 to 0.1")
+@pytest.mark.parametrize("low, high", [(1e-5, 1e-3), (1e-4, 1e-2)])
+def test_search_uniform_learning_rate_over_a_narrower_range(low, high):
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(low, high)), asha(e)))
+    expect(verdict, checking.WRONG, "the whole range from 1e-05 to 0.1", "most of them near its top", "log-uniformly")
 
 
 def test_search_the_lessons_own_range():
     verdict = ray_tune.check_search(lambda e: (space(lr=tune.loguniform(1e-4, 1e-2)), asha(e)))
-    expect(verdict, checking.WRONG, "the whole range", "1e-4 to 1e-2")
+    expect(verdict, checking.WRONG, "the whole range from 1e-05 to 0.1", "1e-4 to 1e-2")
 
 
 def test_search_exponents_instead_of_rates():
     verdict = ray_tune.check_search(lambda e: (space(lr=tune.uniform(-5, -1)), asha(e)))
     expect(verdict, checking.WRONG, "are those exponents", "tune.loguniform(1e-05, 0.1)")
+
+
+@pytest.mark.parametrize("low", [-5, 0])
+def test_search_exponents_or_zero_given_to_loguniform(low):
+    """Tune refuses them as the learner's function runs; the verdict says what its bounds are."""
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.loguniform(low, 1e-1)), asha(e)))
+    expect(verdict, checking.WRONG, "it raised ValueError: LogUniform", "takes the bounds themselves, both above 0")
+
+
+def test_search_learning_rate_under_another_name():
+    verdict = ray_tune.check_search(
+        lambda e: ({"learning_rate": tune.loguniform(1e-5, 1e-1), "batch_size": tune.choice([16, 32, 64])}, asha(e))
+    )
+    expect(verdict, checking.WRONG, "the search space has no ['lr']", "`lr` and `batch_size`")
 
 
 def test_search_learning_rate_as_a_plain_list():
@@ -117,8 +179,8 @@ def test_search_plain_list_of_batch_sizes():
 
 
 def test_search_space_that_cannot_be_sampled():
-    verdict = ray_tune.check_search(lambda e: (space(lr=tune.loguniform(0, 1e-1)), asha(e)))
-    expect(verdict, checking.WRONG, "it raised")
+    verdict = ray_tune.check_search(lambda e: (space(lr=tune.sample_from(lambda spec: spec.missing)), asha(e)))
+    expect(verdict, checking.WRONG, "Tune cannot sample this space", "a search domain such as")
 
 
 def test_search_learning_rate_out_of_range():
@@ -126,9 +188,26 @@ def test_search_learning_rate_out_of_range():
     expect(verdict, checking.WRONG, "keep it between")
 
 
-def test_search_not_asha():
-    verdict = ray_tune.check_search(lambda e: (space(), FIFOScheduler()))
-    expect(verdict, checking.WRONG, "ASHAScheduler")
+@pytest.mark.parametrize("scheduler", [FIFOScheduler(), None])
+def test_search_not_asha(scheduler):
+    verdict = ray_tune.check_search(lambda e: (space(), scheduler))
+    expect(verdict, checking.WRONG, f"the scheduler is a {type(scheduler).__name__}", "ASHAScheduler")
+
+
+def test_search_the_class_not_a_scheduler():
+    verdict = ray_tune.check_search(lambda e: (space(), ASHAScheduler))
+    expect(verdict, checking.WRONG, "the class `ASHAScheduler` itself", "make one")
+
+
+@pytest.mark.parametrize("brackets", [2, 3])
+def test_search_several_brackets(brackets):
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, brackets=brackets)))
+    expect(verdict, checking.WRONG, f"has {brackets} brackets", "not stopped after its first epoch", "`brackets`")
+
+
+def test_search_last_trials_not_stopped():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, stop_last_trials=False)))
+    expect(verdict, checking.WRONG, "`stop_last_trials=False`", "past `max_t`", "budget of 4 epochs")
 
 
 def test_search_wrong_mode_in_the_scheduler():
@@ -149,7 +228,12 @@ def test_search_right_metric_and_mode_in_the_wrong_place():
 
 def test_search_a_mode_without_a_metric():
     verdict = ray_tune.check_search(lambda e: (space(), asha(e, mode="max")))
-    expect(verdict, checking.WRONG, "mode='max' itself and leaves the metric unset", "TuneConfig")
+    expect(verdict, checking.WRONG, "mode='max' itself and leaves the metric unset", "Tune refuses", "TuneConfig")
+
+
+def test_search_a_metric_without_a_mode():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, metric="accuracy")))
+    expect(verdict, checking.WRONG, "metric='accuracy' itself and leaves the mode unset", "Tune refuses")
 
 
 @pytest.mark.parametrize("factor", [4, 3, 8, 1.5])
@@ -158,6 +242,12 @@ def test_search_not_half_going_on(factor):
     verdict = ray_tune.check_search(lambda e: (space(), ASHAScheduler(max_t=e, grace_period=1, **options)))
     expect(verdict, checking.WRONG, f"reduction_factor={factor:g} lets about {1 / factor:.0%}", "reduction_factor=2")
     assert ("ASHA's default" in verdict.message) == (factor == 4), verdict
+
+
+@pytest.mark.parametrize("factor", [0.5, 1])
+def test_search_reduction_factor_read_as_the_share_going_on(factor):
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, reduction_factor=factor)))
+    expect(verdict, checking.WRONG, "Reduction Factor not valid!", "1 in `reduction_factor` goes on", "=2`")
 
 
 def test_search_time_counted_in_seconds():
@@ -177,14 +267,31 @@ def test_search_another_scheduler():
         expect(ray_tune.check_search(lambda e, s=scheduler: (space(), s)), checking.WRONG, "ASHAScheduler")
 
 
-def test_search_budget_ignored():
-    verdict = ray_tune.check_search(lambda e: (space(), asha(10)))
-    expect(verdict, checking.WRONG, "the budget is 4")
+@pytest.mark.parametrize("max_t", [10, 5])
+def test_search_budget_ignored_or_one_over(max_t):
+    verdict = ray_tune.check_search(lambda e: (space(), asha(max_t if max_t == 10 else e + 1)))
+    expect(verdict, checking.WRONG, f"a trial trained {max_t} epochs, but the budget is 4", "max_t")
 
 
-def test_search_no_early_stopping_after_the_first_epoch():
-    verdict = ray_tune.check_search(lambda e: (space(), asha(e, grace_period=2)))
-    expect(verdict, checking.WRONG, "grace_period")
+def test_search_budget_hard_coded_to_the_first_one():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(4)))
+    expect(verdict, checking.WRONG, "no trial trained more than 4 epochs of the 6", "`max_t`")
+
+
+@pytest.mark.parametrize("grace", [2, "max_epochs"])
+def test_search_no_early_stopping_after_the_first_epoch(grace):
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, grace_period=e if grace == "max_epochs" else grace)))
+    expect(verdict, checking.WRONG, "no trial was stopped after its first epoch", "`grace_period`")
+
+
+def test_search_grace_period_of_zero():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, grace_period=0)))
+    expect(verdict, checking.WRONG, "grace_period must be positive", "1 stops weak trials after their first epoch")
+
+
+def test_search_grace_period_past_the_budget():
+    verdict = ray_tune.check_search(lambda e: (space(), asha(e, grace_period=e + 1)))
+    expect(verdict, checking.WRONG, "grace_period must be <= max_t", "the budget is `max_epochs`")
 
 
 def test_search_returns_one_thing():
@@ -305,8 +412,54 @@ def test_best_trial_config_as_a_row_of_the_table(checked):
         return row.filter(like="config/").to_dict(), float(row["accuracy"])
 
     verdict = checked(best_trial)
-    expect(verdict, checking.WRONG, "a row of `get_dataframe()`", "'config/curve'", "result.config")
+    expect(verdict, checking.WRONG, "keys like 'config/curve'", "column names of `get_dataframe()`", "result.config")
     assert "the first value is dict: return" not in verdict.message
+    assert "a row" not in verdict.message  # a dict, named as what it is
+
+
+@pytest.mark.cluster
+def test_best_trial_last_reports_compared_by_hand(checked):
+    def best_trial(results):
+        chosen = max(results, key=lambda r: r.metrics["accuracy"])  # each trial's last report
+        return chosen.config, float(chosen.metrics_dataframe["accuracy"].max())
+
+    expect(checked(best_trial), checking.WRONG, "best *last* epoch", "`result.metrics` is a trial's last report")
+
+
+@pytest.mark.cluster
+def test_best_trial_without_a_metric(checked):
+    def best_trial(results):
+        chosen = results.get_best_result()  # the check's experiment names no metric in its TuneConfig
+        return chosen.config, float(chosen.metrics_dataframe["accuracy"].max())
+
+    expect(checked(best_trial), checking.WRONG, "it raised ValueError: No metric is provided", 'metric="accuracy"')
+
+
+@pytest.mark.cluster
+def test_best_trial_without_a_mode(checked):
+    def best_trial(results):
+        chosen = results.get_best_result(metric="accuracy", scope="all")
+        return chosen.config, float(chosen.metrics_dataframe["accuracy"].max())
+
+    expect(checked(best_trial), checking.WRONG, "it raised ValueError: No mode is provided", 'mode="max"')
+
+
+@pytest.mark.cluster
+def test_best_trial_its_metrics_for_its_config(checked):
+    def best_trial(results):
+        chosen = results.get_best_result(metric="accuracy", mode="max", scope="all")
+        return chosen.metrics, float(chosen.metrics_dataframe["accuracy"].max())
+
+    expect(checked(best_trial), checking.WRONG, "a report of the trial", "not its config", "`result.config`")
+
+
+@pytest.mark.cluster
+def test_best_trial_pair_the_other_way_round(checked):
+    def best_trial(results):
+        chosen = results.get_best_result(metric="accuracy", mode="max", scope="all")
+        return float(chosen.metrics_dataframe["accuracy"].max()), chosen.config
+
+    expect(checked(best_trial), checking.WRONG, "(accuracy, config)", "`(config, accuracy)`")
 
 
 @pytest.mark.cluster
@@ -330,5 +483,10 @@ def test_best_trial_other_right_answers(checked):
         config = {key[len("config/") :]: value for key, value in best.items() if key.startswith("config/")}
         return config, float(best["accuracy"])
 
+    def as_a_list(results):
+        chosen = results.get_best_result(metric="accuracy", mode="max", scope="all")
+        return [chosen.config, chosen.metrics_dataframe["accuracy"].max()]
+
     expect(checked(by_hand), checking.DONE, "0.91")
     expect(checked(from_the_filtered_table), checking.DONE, "0.91")
+    expect(checked(as_a_list), checking.DONE, "0.91")

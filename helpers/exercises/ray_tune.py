@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from helpers.exercises.checking import Verdict, _attached, _check, _NotDone, attempt, untouched
+from helpers.exercises.checking import Verdict, _attached, _check, _NotDone, _Raised, attempt, untouched
 
 CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right answer needs
 EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds on an idle laptop
@@ -32,11 +32,56 @@ def _within(seconds: float, function: Callable, *args: Any) -> Any:
         pool.shutdown(wait=False)
 
 
+# What Tune's own checks say when the learner's code does something they refuse, and what it means in the exercise.
+RAISED_HINTS = {
+    "Reduction Factor not valid": (
+        "ASHA's `reduction_factor` is above 1: of the trials that reach a rung, 1 in `reduction_factor` goes on. "
+        "Half going on is `reduction_factor=2`"
+    ),
+    "grace_period must be positive": (
+        "`grace_period` is the number of reports before a trial can first be stopped: 1 stops weak trials after "
+        "their first epoch"
+    ),
+    "grace_period must be <= max_t": (
+        "`grace_period` (the first rung) comes within `max_t` (the most a trial trains): the budget is `max_epochs`"
+    ),
+    "No metric is provided": (
+        "The `ResultGrid` you are given comes from a `Tuner` whose `TuneConfig` names no metric: say it in the "
+        'call, `get_best_result(metric="accuracy", mode=..., scope=...)`'
+    ),
+    "No mode is provided": (
+        "The `ResultGrid` you are given comes from a `Tuner` whose `TuneConfig` names no mode: say in the call which "
+        'end of the metric is best, `mode="max"` or `mode="min"`'
+    ),
+    "LogUniform requires a lower bound greater than 0": (
+        "`tune.loguniform` takes the bounds themselves, both above 0 (1e-5, not -5 or 0), and draws their "
+        "logarithm uniformly for you"
+    ),
+}
+
+
+def _within_hinted(function: Callable, *args: Any) -> Any:
+    """``_within(CALL_LIMIT_S, function, *args)``; where the learner's code raised one of the errors in
+    ``RAISED_HINTS``, the verdict adds what it means for the exercise."""
+    try:
+        return _within(CALL_LIMIT_S, function, *args)
+    except _Raised as raised:
+        hint = next((h for words, h in RAISED_HINTS.items() if words in str(raised)), None)
+        said = str(raised) if str(raised).endswith((".", "!", "?")) else f"{raised}."
+        raise _Raised(f"{said} {hint}" if hint else str(raised)) from None
+
+
 # --- 07.1: a search space and a scheduler for a budget --------------------------------------------------------------
 
 LR_RANGE = (1e-5, 1e-1)
 BATCH_SIZES = {16, 32, 64}
 SAMPLES = 400  # draws from the learner's space
+BINS_PER_DECADE = 4  # the log-uniform test counts the draws of lr in quarter-decades: 16 bins of about 25 draws each
+# Pearson's chi-square of those 16 counts against 25 each, above which the draws are not log-uniform: its 99.99th
+# percentile for 15 degrees of freedom (scipy.stats.chi2.ppf(0.9999, 15) = 44.3). Tune's own loguniform, drawn with
+# the check's seed, scores 13.5; a uniform draw 1432; a draw uniform within each decade (each decade as likely, but
+# the low end of each crowded out) 181.
+CHI_SQUARE_LIMIT = 45.0
 MADE_UP_TRIALS = 12  # trials the check feeds to the learner's scheduler
 
 
@@ -81,6 +126,8 @@ def _samples(param_space: Any) -> list[dict]:
         "learning rate drawn from a range in each trial (`tune.loguniform(low, high)`)"
     )
     rng = np.random.RandomState(0)
+    outside = np.random.get_state()  # an answer may draw with np.random itself (`tune.sample_from`): seeded too
+    np.random.seed(0)
     try:
         return [
             config for _ in range(SAMPLES) for _, config in generate_variants(param_space, random_state=rng)
@@ -90,10 +137,21 @@ def _samples(param_space: Any) -> list[dict]:
             f"Tune cannot sample this space ({type(error).__name__}: {str(error).splitlines()[0][:160]}): "
             "each entry is a constant or a search domain such as `tune.loguniform(low, high)` or `tune.choice([...])`"
         ) from None
+    finally:
+        np.random.set_state(outside)
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def _log_even(rates: np.ndarray, low: float, high: float) -> bool:
+    """Whether ``rates`` look log-uniform between ``low`` and ``high``: Pearson's chi-square of their counts in
+    ``BINS_PER_DECADE * 4`` equal steps of log10 (quarter-decades over 1e-5..1e-1) under ``CHI_SQUARE_LIMIT``."""
+    bins = 4 * BINS_PER_DECADE
+    counts = np.histogram(np.log10(rates), bins=np.linspace(math.log10(low), math.log10(high), bins + 1))[0]
+    expected = len(rates) / bins
+    return float(((counts - expected) ** 2 / expected).sum()) < CHI_SQUARE_LIMIT
 
 
 def _judge_space(param_space: dict) -> str:
@@ -137,7 +195,15 @@ def _judge_space(param_space: dict) -> str:
     )
     assert decades[-1] < 0.6, uniform
     edge = 10**0.25  # a quarter of a decade: 400 draws spread over four decades come far closer to both ends
-    assert rates.min() < low * edge and rates.max() > high / edge, (
+    narrow = rates.min() >= low * edge or rates.max() <= high / edge
+    logs = np.log10(rates)
+    crowded = "most of them near its top" if np.median(logs) > (logs.min() + logs.max()) / 2 else "unevenly"
+    assert not narrow or _log_even(rates, rates.min(), rates.max()), (
+        f"`lr` went from {rates.min():.2g} to {rates.max():.2g} in {SAMPLES} draws, {crowded}: the exercise asks "
+        f"for the whole range from {low:g} to {high:g}, drawn log-uniformly (`tune.loguniform`), each decade as "
+        "likely as the next"
+    )
+    assert not narrow, (
         f"`lr` went from {rates.min():.2g} to {rates.max():.2g} in {SAMPLES} draws: the exercise asks for the whole "
         f"range from {low:g} to {high:g} (step 1 of the lesson searched a narrower one, 1e-4 to 1e-2)"
     )
@@ -145,9 +211,18 @@ def _judge_space(param_space: dict) -> str:
         f"the learning rates drawn fall {shares} into the decades from {low:g} to {high:g}, not evenly. Learning "
         "rates matter by factors: draw them log-uniformly (`tune.loguniform`), each decade as likely as the next"
     )
+    bins = len(decades) * BINS_PER_DECADE
+    counts = np.histogram(np.log10(rates), bins=np.linspace(math.log10(low), math.log10(high), bins + 1))[0]
+    expected = len(rates) / bins
+    assert _log_even(rates, low, high), (
+        f"each decade from {low:g} to {high:g} drew its share ({shares}), but not evenly inside it: counted in "
+        f"quarter-decades, the {SAMPLES} draws give from {counts.min()} to {counts.max()} where a log-uniform draw "
+        f"gives about {expected:.0f} each (its logarithm is uniform: every step of the same size in log10(lr) as "
+        "likely as the next, inside a decade too). `tune.loguniform(low, high)` draws that way"
+    )
     return (
-        f"`lr` spread evenly over its {len(decades)} decades ({shares} of {SAMPLES} draws), `batch_size` one of "
-        f"{sorted(BATCH_SIZES)} per trial"
+        f"`lr` log-uniform as far as {SAMPLES} draws tell: its logarithm spread evenly over {bins} quarter-decades "
+        f"(each decade {shares}), `batch_size` one of {sorted(BATCH_SIZES)} per trial"
     )
 
 
@@ -181,6 +256,10 @@ def _run_scheduler(scheduler: Any, epochs: int) -> tuple[dict[str, int], dict[st
 def _judge_scheduler(scheduler: Any, epochs: int) -> str:
     from ray.tune.schedulers import AsyncHyperBandScheduler
 
+    assert not (isinstance(scheduler, type) and issubclass(scheduler, AsyncHyperBandScheduler)), (
+        "the scheduler is the class `ASHAScheduler` itself: make one, `ASHAScheduler(...)` with your options. A "
+        "scheduler keeps the records of the trials it judges, one scheduler per experiment"
+    )
     assert isinstance(scheduler, AsyncHyperBandScheduler), (
         f"the scheduler is a {type(scheduler).__name__}: use `ASHAScheduler` (from ray.tune.schedulers), which "
         "stops weak trials early"
@@ -213,6 +292,15 @@ def _judge_scheduler(scheduler: Any, epochs: int) -> str:
     assert math.isclose(factor, 2), (
         f"reduction_factor={factor:g} lets about {1 / factor:.0%} of the trials that reach a rung go on{default}; "
         "the exercise asks for about half: `reduction_factor=2`"
+    )
+    assert len(scheduler._brackets) == 1, (
+        f"your scheduler has {len(scheduler._brackets)} brackets: ASHA puts each trial in one of them at random, and "
+        "the first rung of bracket 2 comes after `grace_period * reduction_factor` reports, so a weak trial there is "
+        "not stopped after its first epoch. Leave `brackets` at its default, 1"
+    )
+    assert scheduler._stop_last_trials, (
+        "your scheduler has `stop_last_trials=False`: the trials that pass the last rung then train on past `max_t`, "
+        f"beyond the budget of {epochs} epochs. Leave it at its default, True"
     )
     scheduler.set_search_properties("accuracy", "max")  # what TuneConfig(metric=..., mode=...) passes on
     trained, qualities = _run_scheduler(scheduler, epochs)
@@ -253,8 +341,8 @@ def check_search(make_search: Callable[[int], tuple[dict, Any]]) -> Verdict:
     def run() -> str:
         findings = []
         for epochs in (4, 6):  # two budgets: an answer that ignores `max_epochs` is seen
-            found = _within(CALL_LIMIT_S, make_search, epochs)
-            assert isinstance(found, tuple) and len(found) == 2, (
+            found = _within_hinted(make_search, epochs)
+            assert isinstance(found, tuple | list) and len(found) == 2, (
                 f"`make_search({epochs})` returned {type(found).__name__}: return a pair, (param_space, scheduler)"
             )
             param_space, scheduler = found
@@ -304,18 +392,26 @@ def made_up_results() -> Any:
     return tuner.fit()
 
 
-def _config_problem(chosen: Any) -> str | None:
+def _config_problem(chosen: Any, accuracy: Any) -> str | None:
     """What is wrong with the first value ``best_trial`` returned, which should be a trial's ``config``."""
     if isinstance(chosen, dict) and "curve" in chosen:
         return None
+    if _number(chosen) and (isinstance(accuracy, dict) or hasattr(accuracy, "metrics")):
+        return "the pair came back as (accuracy, config): return `(config, accuracy)`, in that order"
     if hasattr(chosen, "config") and hasattr(chosen, "metrics"):
         return "the first value is a `Result`, the whole trial: return its `config` (`result.config`, a dict)"
     keys = [str(key) for key in (chosen.keys() if hasattr(chosen, "keys") else [])]
     if any(key.startswith("config/") for key in keys):
         return (
-            f"the first value is a row of `get_dataframe()` ({type(chosen).__name__}, keys like 'config/curve'): "
-            "return the trial's config itself, `result.config`, a dict keyed by the hyperparameters' own names "
-            "('curve', 'lr')"
+            "the first value has keys like 'config/curve': those are the column names of `get_dataframe()`'s table, "
+            "not a config. A trial's config is keyed by the hyperparameters' own names ('curve', 'lr'): take "
+            "`result.config`, or drop the 'config/' from each key"
+        )
+    if "accuracy" in keys or "training_iteration" in keys:
+        return (
+            "the first value is a report of the trial (accuracy, val_loss, training_iteration, ...: "
+            "`result.metrics`, its last report), not its config: return `result.config`, the dict of its "
+            "hyperparameters"
         )
     return (
         f"the first value is a {type(chosen).__name__}"
@@ -325,11 +421,11 @@ def _config_problem(chosen: Any) -> str | None:
 
 
 def _judge_best(found: Any, results: Any) -> str:
-    assert isinstance(found, tuple) and len(found) == 2, (
+    assert isinstance(found, tuple | list) and len(found) == 2, (
         f"it returned {type(found).__name__}: return a pair, (the best trial's config, its best accuracy)"
     )
     chosen, accuracy = found
-    problem = _config_problem(chosen)
+    problem = _config_problem(chosen, accuracy)
     assert problem is None, problem
     peaks = {name: max(a for a, _ in curve) for name, curve in CURVES.items()}
     picked = chosen["curve"]
@@ -352,7 +448,8 @@ def _judge_best(found: Any, results: Any) -> str:
         f"you picked the trial with the best *last* epoch ({last}) and the best average ({mean:.2f}); another trial "
         f'reached {peaks[BEST]} at an earlier epoch. `get_best_result` compares last reports with scope="last" (its '
         'default) and averages with "avg" or "last-5-avg"; scope="all" compares every epoch. '
-        "(`get_dataframe()` too holds each trial's last report, unless you give it filter_metric and filter_mode)"
+        "(`result.metrics` is a trial's last report too, and `get_dataframe()` holds each trial's last report unless "
+        "you give it filter_metric and filter_mode)"
     )
     assert picked == BEST, f"you picked the trial {chosen}: look for the highest accuracy at any epoch"
     if hasattr(accuracy, "shape") and getattr(accuracy, "ndim", 0) > 0:
@@ -401,6 +498,6 @@ def check_best_trial(best_trial: Callable[[Any], tuple[dict, float]]) -> Verdict
                 f"the check's own experiment did not finish within {EXPERIMENT_LIMIT_S} s (a busy cluster?): "
                 "run the cell again"
             )
-        return _judge_best(_within(CALL_LIMIT_S, best_trial, results), results)
+        return _judge_best(_within_hinted(best_trial, results), results)
 
     return _check("07.2", run, limit_s=EXPERIMENT_LIMIT_S + CALL_LIMIT_S + 30)
