@@ -1,5 +1,19 @@
 """Lesson 02b's check (helpers.exercises.fault_tolerance): the common wrong answers are refused with a message
-that teaches, the right one passes."""
+that teaches, the right ones pass.
+
+The answers a learner who half-understood would write, each refused below:
+
+02b.1 ``count_to(loop_config)`` and ``failure_config``
+  - ``failure_config`` left at ``None``, the default ``FailureConfig()`` (no restart), ``max_failures=-1`` or 3, the
+    class itself, a whole ``RunConfig``, a number;
+  - a counter that never reads ``ray.train.get_checkpoint()`` (it counts from 1 again);
+  - a counter that resumes *at* the saved step (that step reported twice);
+  - reports without a checkpoint; a metric named otherwise than ``step``; a number of steps written in (10);
+  - only rank 0 reports (the other worker waits at ``ray.train.report`` for ever);
+  - the step kept in a file of its own on the local disk and read from there after the restart, instead of from
+    the checkpoint Ray Train hands back (works on one machine only; accepted before).
+  Right: only rank 0 attaches the checkpoint (the others pass ``None``); ``from ray.train import get_checkpoint``.
+"""
 
 from __future__ import annotations
 
@@ -108,4 +122,57 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
         "Every worker calls `ray.train.report`",
     )
     # The right answer passes in solutions/02b_fault_tolerance.ipynb (tests/test_solutions.py).
+    ray.shutdown()
+
+
+@pytest.mark.cluster
+def test_resume_refuses_a_step_kept_beside_ray_and_accepts_a_checkpoint_from_rank_0_only():
+    """02b.1 on Ray Train: a step read back from a file of the learner's own (no ``get_checkpoint``) is refused; a
+    checkpoint attached by rank 0 alone, and ``get_checkpoint`` imported by name, pass."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    import ray
+    import ray.train
+    from ray.train import get_checkpoint
+
+    from helpers.course.cluster import init_ray
+
+    init_ray()
+    one_restart = FailureConfig(max_failures=1)
+    own_file = Path(tempfile.gettempdir(), f"count-{uuid.uuid4().hex[:8]}.txt")
+
+    def beside_ray(loop_config):  # the step in a file of its own, written after each report: right on one machine
+        start = int(own_file.read_text()) if own_file.exists() else 0
+        for step in range(start + 1, loop_config["steps"] + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+            own_file.write_text(str(step))
+
+    try:
+        expect(
+            fault_tolerance.check_resume(beside_ray, one_restart),
+            checking.WRONG,
+            "never called `ray.train.get_checkpoint()`",
+            "another machine",
+        )
+    finally:
+        own_file.unlink(missing_ok=True)
+
+    def rank_zero_checkpoints(loop_config):
+        start = 0
+        checkpoint = get_checkpoint()
+        if checkpoint is not None:
+            with checkpoint.as_directory() as folder:
+                start = int(Path(folder, "step.txt").read_text())
+        rank = ray.train.get_context().get_world_rank()
+        for step in range(start + 1, loop_config["steps"] + 1):
+            with tempfile.TemporaryDirectory() as folder:
+                Path(folder, "step.txt").write_text(str(step))
+                saved = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
+                ray.train.report({"step": step}, checkpoint=saved)
+
+    expect(fault_tolerance.check_resume(rank_zero_checkpoints, one_restart), checking.DONE, "went on from step 4")
     ray.shutdown()

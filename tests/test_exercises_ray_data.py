@@ -1,5 +1,23 @@
 """Lesson 03's checks (helpers.exercises.ray_data): the common wrong answers are refused with a message that
-teaches, the right one passes."""
+teaches, the right ones pass.
+
+The answers a learner who half-understood would write, each refused below:
+
+03.1 ``ConfidentClassifier`` (an actor class for ``map_batches``)
+  - a function, or a class still untouched;
+  - the model loaded in ``__call__``, for every batch; one forward pass per image;
+  - the raw logits as the confidence (no softmax); the probability of the first class, not of the predicted one;
+  - the class id instead of its name; class names written in (the lesson's two) instead of ``id2label``;
+  - the processor called on the raw arrays (a grayscale and an RGBA image break it);
+  - only the new columns returned, or nothing returned.
+03.2 ``mirror_half(batch)``
+  - upside down (axis 0, or ``np.fliplr`` on the whole 4-D batch), the colour channels reversed, ``np.flip``
+    without an axis;
+  - every image, or all or none of a batch at once (one coin for the batch);
+  - a fixed pattern, or a generator seeded in the function (the same images every epoch);
+  - the batch sliced as one 4-D array (fails on images of different sizes), a choice array of a fixed length;
+  - only the chosen images, the other columns dropped, nothing returned.
+"""
 
 from __future__ import annotations
 
@@ -117,6 +135,42 @@ def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts(
     assert not ray.is_initialized(), "the check started Ray for an answer it judges without it"
 
 
+def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_length():
+    """03.2: ``np.fliplr`` on the 4-D batch, ``np.flip`` without an axis, one coin for the whole batch, a choice of
+    the check's batch size written in, the labels dropped."""
+    import random
+
+    check = ray_data.check_mirror_half
+
+    def fliplr_the_batch(batch):  # on (N, H, W, C), fliplr flips axis 1: every image upside down
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"] = np.where(chosen[:, None, None, None], np.fliplr(batch["image"]), batch["image"])
+        return batch
+
+    def flip_every_axis(batch):
+        batch["image"] = [np.flip(image) if random.random() < 0.5 else image for image in batch["image"]]
+        return batch
+
+    def one_coin(batch):
+        if random.random() < 0.5:
+            batch["image"] = [image[:, ::-1] for image in batch["image"]]
+        return batch
+
+    def sixty_four(batch):  # a length written in: the check's first batch has 64 images, the next 4
+        chosen = np.random.default_rng().random(64) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def images_only(batch):
+        return {"image": [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]}
+
+    expect(check(fliplr_the_batch), checking.WRONG, "upside down", "width axis")
+    expect(check(flip_every_axis), checking.WRONG, "neither unchanged nor mirrored")
+    expect(check(one_coin), checking.WRONG, "of the images were mirrored", "about half, at random")
+    expect(check(sixty_four), checking.WRONG, "different sizes", "`len(batch['image'])`")
+    expect(check(images_only), checking.WRONG, "return the batch: a dict with its columns")
+
+
 @pytest.mark.cluster
 def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():
     """03.1: a softmax forgotten, the wrong class's probability, columns dropped, no batch returned, a function: each
@@ -184,6 +238,24 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
             images = list(batch["image"])
             return torch.cat([self.model(pixel_values=pixel_values(self.processor, [i])).logits for i in images])
 
+    class ClassIds(Classifier):
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["predicted"] = self.scores(batch).argmax(-1).numpy()  # the id, not the class name
+            return batch
+
+    class NamesWrittenIn(Classifier):  # the lesson's two class names, not the model's three
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["predicted"] = np.array([["dog", "fish"][i] for i in self.scores(batch).argmax(-1).tolist()])
+            return batch
+
+    class RawArrays(Classifier):  # the processor on the arrays as they come: grayscale and RGBA break it
+        @torch.no_grad()
+        def scores(self, batch):
+            pixels = self.processor(list(batch["image"]), return_tensors="pt")["pixel_values"]
+            return self.model(pixel_values=pixels).logits
+
     def a_function(batch):
         return batch
 
@@ -202,5 +274,8 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class")
     expect(ray_data.check_confident_classifier(LoadsEveryBatch), checking.WRONG, "once for every batch", "__init__")
     expect(ray_data.check_confident_classifier(OneImageAtATime), checking.WRONG, "3 forward passes", "whole batch")
+    expect(ray_data.check_confident_classifier(ClassIds), checking.WRONG, "the class *name*", "id2label")
+    expect(ray_data.check_confident_classifier(NamesWrittenIn), checking.WRONG, "IndexError", "`model.config.id2label")
+    expect(ray_data.check_confident_classifier(RawArrays), checking.WRONG, "raised ValueError", "converts them to RGB")
     expect(ray_data.check_confident_classifier(Classifier), checking.DONE, "never seen")
     ray.shutdown()

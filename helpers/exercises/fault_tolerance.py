@@ -19,6 +19,31 @@ from helpers.exercises.train_runs import (
 
 RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; a worker dies after reporting step 4
 
+ASKED = "_asked_for_checkpoint"  # in each report of the check's run: had the worker called ray.train.get_checkpoint?
+
+
+def _count_checkpoint_requests() -> dict:
+    """In this Ray Train worker, note when the learner's function asks for its checkpoint, however it imported
+    ``get_checkpoint`` (``ray.train.get_checkpoint`` and ``from ray.train import get_checkpoint`` both end in the
+    worker's ``TrainFnUtils.get_checkpoint``). Returns ``{"asked": bool}``; ``None`` for ``asked`` where this Ray has
+    no such method (the check then does not judge it)."""
+    asked: dict = {"asked": None}
+    try:
+        from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+
+        utils = type(get_train_fn_utils())
+        original = utils.get_checkpoint
+    except Exception:  # noqa: BLE001  (another Ray: nothing counted)
+        return asked
+
+    def get_checkpoint(self: Any) -> Any:
+        asked["asked"] = True
+        return original(self)
+
+    asked["asked"] = False
+    utils.get_checkpoint = get_checkpoint
+    return asked
+
 
 def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any, reports: Any) -> Callable[[dict], None]:
     """``count_to`` as a Ray Train function, watched (``_run_watched``), whose last worker dies once (the ``_Crash``
@@ -40,7 +65,11 @@ def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any, r
         context = ray.train.get_context()
         last = context.get_world_rank() == context.get_world_size() - 1
 
+        asked = _count_checkpoint_requests()
+
         def die_before(metrics: dict) -> None:
+            if asked["asked"] is not None:
+                metrics[ASKED] = asked["asked"]  # reported with the step (see _run_watched)
             if last and metrics.get("step") == crash_after + 1 and attempt == 1 and ray.get(crash.now.remote()):
                 time.sleep(1.0)  # Ray Train collects the previous report
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -118,7 +147,7 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             "`ray.train.report`, or a restart has nothing to go on from"
         )
         reports = result.metrics_dataframe
-        keys = sorted(set(reports.columns) - {"attempt"}) if reports is not None else []
+        keys = sorted(set(reports.columns) - {"attempt", ASKED}) if reports is not None else []
         assert "step" in keys, (
             f"your reports hold {keys}, no `step`: report each step as `ray.train.report({{'step': step}}, "
             "checkpoint=...)`; the check reads it by that name"
@@ -143,6 +172,14 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
         assert after == list(range(after[0], RESUME_STEPS + 1)), (
             f"after the restart the steps were {after}: report each step once, one after another"
         )
+        if ASKED in reports:
+            asked = reports.loc[reports["attempt"] == 2, ASKED].dropna().astype(bool)
+            assert asked.empty or asked.any(), (
+                f"after the restart your function went on from step {after[0]}, but it never called "
+                "`ray.train.get_checkpoint()`: where did it find the step? A file of its own on this machine's disk, "
+                "or a variable, is not there when the restarted worker runs on another machine; the checkpoint Ray "
+                "Train hands to every worker is. Read the step from `ray.train.get_checkpoint()`"
+            )
         restarted_at = after[0]
         return (
             f"one of {RESUME_WORKERS} workers died after step {RESUME_CRASH_AFTER}; Ray Train restarted them and your "

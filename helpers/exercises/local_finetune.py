@@ -21,6 +21,13 @@ def check_freeze_backbone(freeze_backbone: Callable[[torch.nn.Module], Any]) -> 
         trains = {name for name, p in model.named_parameters() if p.requires_grad}
         head = {name for name, _ in model.named_parameters() if name.startswith("classifier.")}
         assert trains, "no parameter trains any more: the head (`model.classifier`) must keep requires_grad=True"
+        everything = {name for name, _ in model.named_parameters()}
+        assert trains != everything, (
+            f"nothing changed: all {len(everything - head)} backbone parameters still train, as before your function "
+            "ran. Set `requires_grad=False` on every parameter of `model.base_model` (`model.vit` for a ViT), in the "
+            "model your function is given (a new model, `eval()`, `torch.no_grad()` or an attribute set on the "
+            "module freeze nothing)"
+        )
         backbone = sorted(trains - head)
         assert not backbone, (
             f"{len(backbone)} backbone parameters still train (for example `{backbone[0]}`): "
@@ -54,7 +61,11 @@ def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
             f"your `pixel_values` have shape {tuple(pixels.shape)} for 4 images of different sizes; the model expects "
             f"(4, 3, {size[0]}, {size[1]}): did every image go through the processor (its size and channel order)?"
         )
-        assert pixels.dtype == torch.float32 and float(pixels.abs().max()) <= 1.5, (
+        assert pixels.dtype == torch.float32, (
+            f"`pixel_values` are {pixels.dtype}: the model's weights are float32, and the processor gives float32; "
+            "return its tensor as it is"
+        )
+        assert float(pixels.abs().max()) <= 1.5, (
             f"values from {float(pixels.min()):.1f} to {float(pixels.max()):.1f}: the processor rescales and "
             "normalises; pass the PIL images themselves, not arrays you scaled"
         )

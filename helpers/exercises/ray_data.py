@@ -179,7 +179,17 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                     .to_pandas()
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
-                raise AssertionError(f"running it on an actor pool raised {_failure(error)}") from None
+                failure = _failure(error)
+                hint = (
+                    ": are the class names a list written in? The model names its own classes, "
+                    "`model.config.id2label[i]`, and this one has three"
+                    if failure.startswith("IndexError")
+                    else ". The images are of several sizes, one grayscale and one RGBA: `pixel_values(processor, "
+                    "images)` converts them to RGB"
+                    if any(word in failure.lower() for word in ("channel", "dimension", "shape", "mode", "mean"))
+                    else ""
+                )
+                raise AssertionError(f"running it on an actor pool raised {failure}{hint}") from None
         columns = sorted(set(out.columns) - {"_loads", "_forwards"})
         assert {"predicted", "confidence"} <= set(columns), (
             f"the rows have the columns {columns}: add `predicted` and `confidence` to the batch"
@@ -267,7 +277,8 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             out = attempt(mirror_half, {"image": ragged.copy(), "label": np.arange(4)})
         except _Raised as error:
             raise AssertionError(
-                f"on a batch of images of different sizes (real photos are) {error}: mirror each image by itself"
+                f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself, "
+                "and draw one choice for each image of the batch you are given (`len(batch['image'])`)"
             ) from None
         assert isinstance(out, dict) and len(out.get("image", [])) == 4, (
             "on a batch of 4 images of different sizes (real photos are) it did not return the 4 images: mirror "

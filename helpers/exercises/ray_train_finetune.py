@@ -25,6 +25,21 @@ def made_up_history() -> pd.DataFrame:
     )
 
 
+def another_history() -> pd.DataFrame:
+    """A second made-up history, of another run: 8 evaluations every 20 steps, the rows labelled 2 to 9 (as after
+    a filter), the best at position 4 (label 6). An answer that reads a fixed row of the first history (position 3,
+    label 3, the third from the end), or that mixes a position with a label, finds another row here."""
+    return pd.DataFrame(
+        {
+            "step": [20, 40, 60, 80, 100, 120, 140, 160],
+            "epoch": [0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6],
+            "eval_loss": [0.95, 0.7, 0.55, 0.5, 0.41, 0.39, 0.37, 0.42],
+            "eval_accuracy": [0.55, 0.68, 0.74, 0.80, 0.94, 0.90, 0.87, 0.89],
+        },
+        index=range(2, 10),
+    )
+
+
 def _pair(found: Any, what: str) -> tuple[Any, Any]:
     """The two values of a learner's answer that should be a pair; an AssertionError naming ``what`` otherwise."""
     assert isinstance(found, tuple | list) and len(found) == 2, (
@@ -54,23 +69,51 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
             "you returned the evaluation with the lowest `eval_loss` (step 250); the exercise asks for the highest "
             "`eval_accuracy`: the loss can go on falling after the accuracy has peaked"
         )
+        assert int(step) != 200 or math.isclose(float(accuracy), 0.91), (
+            f"the step is right (200) but the accuracy, {accuracy}, is not that row's (0.91): read both from the "
+            "same row"
+        )
         assert int(step) == 200 and math.isclose(float(accuracy), 0.91), (
             f"({step}, {accuracy}) is not the row with the highest `eval_accuracy`: look at the index that "
             "`history['eval_accuracy']` reaches its maximum at, and read `step` from that row"
         )
-        later = history.iloc[1:].copy()  # a history whose index does not start at 0 (a row dropped, as by a filter)
-        later["eval_accuracy"] = [0.70, 0.75, 0.80, 0.93, 0.85]
-        step, accuracy = _pair(attempt(best_evaluation, later), "(step, eval_accuracy)")
-        assert (int(step), float(accuracy)) != (200, 0.91), (
+        later = another_history()
+        found = _pair(attempt(best_evaluation, later.copy()), "(step, eval_accuracy)")
+        assert tuple(found) != (200, 0.91), (
             "on another history it returned (200, 0.91) again, the answer for the first one: read the step and the "
             "accuracy from the `history` your function is given, not numbers written in"
         )
-        assert int(step) == 250 and math.isclose(float(accuracy), 0.93), (
-            f"on a history whose rows are numbered 1 to 5, it returned ({step}, {accuracy}) instead of (250, 0.93): "
+        step, accuracy = int(found[0]), float(found[1])
+        best = later["eval_accuracy"].idxmax()
+        if step == int(later.loc[best, "step"]) and math.isclose(accuracy, later.loc[best, "eval_accuracy"]):
+            return "step 200, accuracy 0.91 on the made-up history: try it on `result.metrics_dataframe` too"
+        steps = later["step"].astype(int)
+        assert step != steps.iloc[best], (  # idxmax's label read as a position
+            f"on a history whose rows are labelled {later.index[0]} to {later.index[-1]}, it returned the step of "
+            f"row *position* {best} instead of the row *labelled* {best}: "
             "`argmax()` gives a row's *position* (read it with `.iloc`), `idxmax()` its *label* (read it with `.loc`): "
             "don't mix the two"
         )
-        return "step 200, accuracy 0.91 on the made-up history: try it on `result.metrics_dataframe` too"
+        assert step != steps.loc[later["eval_accuracy"].argmax()], (  # argmax's position read as a label
+            f"on a history whose rows are labelled {later.index[0]} to {later.index[-1]}, it read the row *labelled* "
+            f"{later['eval_accuracy'].argmax()} instead of the row at *position* {later['eval_accuracy'].argmax()}: "
+            "`argmax()` gives a row's *position* (read it with `.iloc`), `idxmax()` its *label* (read it with `.loc`): "
+            "don't mix the two"
+        )
+        fixed = {int(steps.iloc[3]), int(steps.iloc[-3]), int(steps.loc[3])}  # row 3 of the first history
+        assert step not in fixed, (
+            f"on another history it returned step {step}, the row at the place where the first history had its best "
+            "evaluation: your function reads a fixed row. Find the row from `eval_accuracy` in the `history` it is "
+            "given, wherever that row is"
+        )
+        assert step != int(later.loc[best, "step"]), (
+            f"on another history the step is right ({step}) but the accuracy, {accuracy}, is not that row's "
+            f"({later.loc[best, 'eval_accuracy']}): read both from the same row"
+        )
+        raise AssertionError(
+            f"on another history it returned ({step}, {accuracy}), which is not the row with the highest "
+            "`eval_accuracy`: find that row in the `history` your function is given, and read `step` from it"
+        )
 
     return _check("02.1", run)
 
@@ -88,6 +131,15 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
             f"each worker's batch is {per_worker!r}, a {type(per_worker).__name__}: a batch size is a whole number "
             "(divide with `//`)"
         )
+        needs = {name: amount for name, amount in config.total_resources.items() if amount}
+        over = {name: amount for name, amount in needs.items() if name != "GPU" and amount > resources.get(name, 0)}
+        assert not over, (
+            f"{config.num_workers} workers of {config._resources_per_worker_not_none} each need "
+            + ", ".join(f"{amount:g} {name}" for name, amount in over.items())
+            + f" in all, and this cluster has {resources}: Ray Train cannot place the workers, and the run never "
+            "trains. Ask for what one worker needs (one CPU, Ray's default, is enough here), times the workers at "
+            "most what `resources` has"
+        )
         return config, int(per_worker)
 
     def run() -> str:
@@ -99,7 +151,11 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
             "32, so every worker's batch is the global one divided by the number of workers"
         )
         config, per_worker = scaled(4, 64, {"CPU": 8.0, "GPU": 4.0})
-        assert config.use_gpu, "this cluster has 4 GPUs: the workers should use them (use_gpu=True)"
+        assert config.use_gpu, (
+            "this `resources` has 4 GPUs, one for each of the 4 workers: they should use them (use_gpu=True). Decide "
+            "from the `resources` your function is given, not from this machine (`torch.cuda`) or from "
+            "`ray.cluster_resources()`: the check asks about other clusters"
+        )
         assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
         config, per_worker = scaled(3, 96, {"CPU": 6.0})
         assert config.num_workers == 3 and per_worker == 32, (
