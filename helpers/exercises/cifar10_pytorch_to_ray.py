@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,15 +22,41 @@ from helpers.exercises.train_runs import (
 )
 
 
+def _attempt_watching(code: Any, function: Callable, *args: Any) -> tuple[Any, bool]:
+    """``attempt(function, *args)``, and whether the function of ``code`` ran inside it (in this thread), however the
+    learner's code reached it: by its name, through the module, or through another function that calls it."""
+    seen: list[bool] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            seen.append(True)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        return attempt(function, *args), bool(seen)
+    finally:
+        sys.setprofile(previous)
+
+
 def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
-    """04.1: ``normalize_batch(batch)`` for ``map_batches``: uint8 (N, H, W, C) to normalised float (N, C, H, W)."""
+    """04.1: ``normalize_batch(batch)`` for ``map_batches``: uint8 (N, H, W, C) to normalised float (N, C, H, W),
+    written in numpy, without the lesson's ``normalize``."""
     from helpers.pipeline.cifar import normalize
 
     def run() -> str:
         # images of a size the lesson never used, so that no shape can be written in by hand
         images = np.random.default_rng(0).integers(0, 256, (6, 24, 20, 3), dtype=np.uint8)
         labels = np.array([3, 1, 4, 1, 5, 9])
-        out = attempt(normalize_batch, {"image": images.copy(), "label": labels.copy()})
+        out, lessons = _attempt_watching(
+            normalize.__code__, normalize_batch, {"image": images.copy(), "label": labels.copy()}
+        )
+        assert not lessons, (
+            "your function calls the lesson's `normalize` (by its name, or through the lesson's `normalize_batch`): "
+            "the exercise is to write what it does yourself, in numpy, on the whole batch. Its steps: the float type "
+            "the model's weights have, the pixels scaled to [0, 1], the mean and std of 0.5 per channel, and the "
+            "channel axis moved first"
+        )
         assert isinstance(out, Mapping) and {"image", "label"} <= set(out), (
             f"it returned {type(out).__name__}{' with ' + str(sorted(out)) if isinstance(out, Mapping) else ''}: "
             "`map_batches` wants the batch back, a dict with both columns, `image` and `label`"
@@ -194,11 +221,7 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
                 found = _failure(error)
                 if "NotImplementedError" in found:
                     raise _NotDone from None
-                raise AssertionError(
-                    f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, "
-                    'lr, make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns '
-                    "`image` and `label`"
-                ) from None
+                raise AssertionError(_raised_finding(found)) from None
             calls = ray.get(reports.state.remote())["calls"]
         finally:
             ray.kill(reports)
@@ -206,6 +229,20 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         return _judge_train_run(result, seen, epochs, WEIGHTS_FILE, workers, calls, batch_size=batch_size, lr=lr)
 
     return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
+
+
+def _raised_finding(found: str) -> str:
+    """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``_failure`` gives it)."""
+    if "split is empty" in found or "ZeroDivisionError" in found:  # train_epoch's, or a loop's own, on no batches
+        return (
+            f"a worker raised {found}: an epoch got no batches. A generator of `(images, labels)` pairs is used up "
+            "by its first pass: made once, before the epoch loop, it leaves every later epoch empty. Make the pairs "
+            "from `shard.iter_torch_batches(...)` inside the loop, once per epoch"
+        )
+    return (
+        f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, lr, "
+        'make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns `image` and `label`'
+    )
 
 
 def _judge_train_run(
@@ -234,6 +271,22 @@ def _judge_train_run(
         "epoch; rank 0 passes `Checkpoint.from_directory(folder)` of a folder holding the weights, the others "
         "`checkpoint=None`"
     )
+    calls = calls or {}
+    rank0 = calls.get("1/0", [])
+    attached = sum(1 for call in rank0 if call["checkpoint"])
+    assert not (len(rank0) == epochs and attached < epochs), (
+        f"rank 0 reported {len(rank0)} times, once per epoch, but attached a checkpoint to {attached} of its reports: "
+        "attach one to every epoch's report: a run that stops early keeps only the epochs it checkpointed"
+    )
+    trained = [call.get("batches", 0) for call in rank0]
+    if trained and trained[0] > 0:  # batches counted (the loss is `cross_entropy`'s): every epoch has some
+        empty = [number for number, batches in enumerate(trained, 1) if not batches]
+        assert not empty, (
+            f"rank 0 trained on {trained[0]} batches before its first report, and on none before report(s) {empty}: "
+            "those epochs trained on nothing. A generator of `(images, labels)` pairs is used up by its first pass: "
+            "made once, before the epoch loop, it leaves every later epoch empty. Make the pairs from "
+            "`shard.iter_torch_batches(...)` inside the loop, once per epoch"
+        )
     reports = len(result.metrics_dataframe)
     assert reports == epochs, (
         f"{reports} report(s) with a checkpoint for {epochs} epochs: report once per epoch, and train for "
@@ -246,7 +299,6 @@ def _judge_train_run(
     assert losses.nunique() > 1, (
         f"the same loss, {losses.iloc[0]}, in every report: report the loss that this epoch's training computed"
     )
-    calls = calls or {}
     attaching = sorted(
         int(worker.split("/")[1]) for worker, made in calls.items() if any(c["checkpoint"] for c in made)
     )
@@ -255,7 +307,7 @@ def _judge_train_run(
         "equal), so only rank 0 attaches one, `checkpoint=None` on the others (every worker still calls "
         "`ray.train.report`); otherwise every worker uploads a copy of the same weights"
     )
-    measured = [c for c in calls.get("1/0", []) if "loss" in c and c.get("batches", 0) > 1]
+    measured = [c for c in rank0 if "loss" in c and c.get("batches", 0) > 1]
     if measured:  # rank 0's reported losses, next to the losses of the batches it trained on since the last report
         last_batch = all(
             math.isclose(c["loss"], c["last"], rel_tol=1e-4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,16 +14,24 @@ from helpers.exercises.checking import Verdict, _attached, _check, _first_line, 
 
 
 @contextlib.contextmanager
-def _calls_recorded(methods: list[tuple[type, str]], calls: list[tuple[str, dict]]):
+def _calls_recorded(methods: list[tuple[type, str]], calls: list[tuple[str, dict]], outermost: bool = False):
     """In the block, every call of the ``(class, method name)`` pairs is appended to ``calls`` as ``(name,
     keyword arguments)``; the methods are restored afterwards. How a check sees which Ray Data steps an answer
-    asked for, whatever it returns."""
+    asked for, whatever it returns. ``outermost``: not the calls these methods make of each other (``take`` reads
+    rows with ``iter_rows``)."""
     originals = [(cls, name, cls.__dict__[name]) for cls, name in methods if name in cls.__dict__]
+    depth = threading.local()
 
     def recording(name: str, method: Callable) -> Callable:
         def recorded(*args: Any, **kwargs: Any) -> Any:
-            calls.append((name, dict(kwargs)))
-            return method(*args, **kwargs)
+            inside = getattr(depth, "n", 0)
+            if not (outermost and inside):
+                calls.append((name, dict(kwargs)))
+            depth.n = inside + 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                depth.n = inside
 
         return recorded
 
@@ -114,6 +123,13 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
             f"{len(first)} ids, {len(set(first.tolist()))} distinct: every id once, in some order"
         )
         assert not np.array_equal(first, np.arange(2000)), "the ids come back in order: nothing was shuffled"
+        neighbours = int((np.diff(first) == 1).sum())  # ids that follow the one before them, as in the dataset
+        assert neighbours < len(first) // 2, (
+            f"the ids come in runs: {neighbours} of {len(first) - 1} follow the id before them, as in the dataset. "
+            "Only whole blocks moved (`randomize_block_order`); the rows inside each block kept their order. "
+            "Shuffle the rows too: a local shuffle as the batches are read, seeded by the epoch, or a full "
+            "`random_shuffle` (section 5 compares them)"
+        )
         assert np.array_equal(first, again), (
             "two runs of epoch 0 gave different orders: every random step needs a seed (`random_shuffle(seed=)`, "
             "`local_shuffle_seed`), and the blocks must come out in order (`preserve_order`, section 6)"
@@ -157,6 +173,34 @@ def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]
 
 
 MATERIALIZING = ("split", "split_at_indices", "split_proportionately", "materialize")  # 05.2: not for a split
+# 05.2: the calls that run a dataset in `configure`: `valid`'s limited copy is run once, whatever the workers
+RUNNING = ("materialize", "take", "take_all", "take_batch", "to_pandas", "iter_rows", "iter_batches")
+
+
+def _limited_again(iterator: Any) -> bool:
+    """True when ``iterator`` (``ds.iterator()``) runs a ``limit`` of its own each time it is read, over steps that run
+    again too (a read, a ``map_batches``), on a dataset whose blocks come out in the order they finish
+    (``preserve_order=False``): each worker's iterator may then get other rows. False for a limit over rows kept once
+    (``materialize()``, ``from_items``), an ordered dataset, or another iterator."""
+    from ray.data._internal.logical.operators.input_data_operator import InputData
+    from ray.data._internal.logical.operators.one_to_one_operator import Limit
+
+    def upstream(operator: Any) -> list:
+        found, todo = [], list(operator.input_dependencies)
+        while todo:
+            found.append(todo.pop())
+            todo.extend(found[-1].input_dependencies)
+        return found
+
+    dataset = getattr(iterator, "_base_dataset", None)
+    try:
+        if dataset is None or dataset.context.execution_options.preserve_order:
+            return False
+        dag = dataset._logical_plan.dag
+        limits = [op for op in [dag, *upstream(dag)] if isinstance(op, Limit)]
+        return any(not isinstance(op, InputData) for limit in limits for op in upstream(limit))
+    except Exception:  # noqa: BLE001  (Ray Data's internals changed: say nothing rather than something wrong)
+        return False
 
 
 def check_quick_validation(config_class: type) -> Verdict:
@@ -172,10 +216,12 @@ def check_quick_validation(config_class: type) -> Verdict:
         node = ray.get_runtime_context().get_node_id()
         calls: list[tuple[str, dict]] = []
         splits: list[tuple[str, dict]] = []  # streaming_split, with its options
+        runs: list[tuple[str, dict]] = []  # every run of a dataset (its outermost call)
         try:
             with (
                 _calls_recorded([(Dataset, method) for method in MATERIALIZING], calls),
                 _calls_recorded([(Dataset, "streaming_split")], splits),
+                _calls_recorded([(Dataset, method) for method in RUNNING], runs, outermost=True),
             ):
                 per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
         except _Raised as raised:
@@ -203,6 +249,24 @@ def check_quick_validation(config_class: type) -> Verdict:
                 "to an iterator, `ds.iterator()` (the whole dataset) or one of `ds.streaming_split(...)` (a share)"
             )
         rows = _ids_per_worker(iterators)
+        if name == "valid" and len(runs) > 1:
+            alike = all(sorted(r.tolist()) == sorted(rows[0].tolist()) for r in rows)
+            raise AssertionError(
+                f"`configure` for the `valid` dataset ran it {len(runs)} times (`{runs[0][0]}`, once per worker?): "
+                "each run of a `limit` on a dataset read with `preserve_order=False` (this notebook's setting) keeps "
+                "the first rows to come out, in the order its blocks finish, and that order changes from run to run "
+                f"(the workers got {'the same rows this time, by luck' if alike else 'different rows'}). Make the "
+                "limited copy once, before the loop over the workers, and give each worker an iterator of it"
+            )
+        if name == "valid" and any(_limited_again(iterator) for iterator in iterators):
+            alike = all(sorted(r.tolist()) == sorted(rows[0].tolist()) for r in rows)
+            raise AssertionError(
+                "each worker's `valid` iterator runs `limit` again, on a lazy dataset read with `preserve_order=False` "
+                "(this notebook's setting): each iterator takes the first rows to come out, in the order its blocks "
+                "finish, and that order changes from run to run (the workers got "
+                f"{'the same rows this time, by luck' if alike else 'different rows'}). Keep one limited copy, "
+                "computed once, and give every worker an iterator of that copy"
+            )
         unequal = [options for _, options in splits if not options.get("equal")]
         assert name == "valid" or not unequal, (
             f"`configure` for the `{name}` dataset called `streaming_split` without `equal=True`: the workers got "
@@ -219,7 +283,13 @@ def check_quick_validation(config_class: type) -> Verdict:
             f"it made a {type(config).__name__}: `TorchTrainer(dataset_config=...)` takes a DataConfig, so subclass it"
         )
         _attached()
-        valid = ray.data.range(60).map_batches(lambda b: {"id": b["id"] + 1000})
+        context = ray.data.DataContext.get_current()
+        kept = context.execution_options.preserve_order
+        context.execution_options.preserve_order = False  # the notebook's setting (its section 1): valid gets a copy
+        try:
+            valid = ray.data.range(60, override_num_blocks=6).map_batches(lambda b: {"id": b["id"] + 1000})
+        finally:
+            context.execution_options.preserve_order = kept
         for name, size in (("train", 300), ("test", 90)):  # `test`: a dataset the exercise never named
             rows = configured(config, name, ray.data.range(size), workers)
             counts = [len(r) for r in rows]

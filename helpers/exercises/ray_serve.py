@@ -170,11 +170,18 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
         )
         gpus = (options.get("ray_actor_options") or {}).get("num_gpus", 0)
         assert not gpus, "this cluster has no GPU ({'CPU': 8.0}): a replica that asks for one waits forever"
+        on_cpus = options
         options, configured = options_for({"CPU": 32.0, "GPU": 3.0})
         actor = options.get("ray_actor_options") or {}
         assert actor.get("num_gpus") == 1, (
             f"on a cluster with 3 GPUs each replica should get one: `ray_actor_options={{'num_gpus': 1}}` "
             f"(it asks for {actor.get('num_gpus', 0)})"
+            + (
+                ". Your options are the same as for a cluster without GPUs: decide from the `resources` your "
+                "function is given, not from this machine's (`ray.cluster_resources()`, the notebook's `plan`)"
+                if options == on_cpus
+                else ""
+            )
         )
         scaling = configured._deployment_config.autoscaling_config
         assert scaling is not None and scaling.max_replicas <= 3, (
@@ -186,18 +193,37 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             "`resources` lists GPU: 0.0 here: a GPU entry with the value 0 is no GPU. Decide from how many GPUs "
             "`resources` counts, not from whether the key is there"
         )
-        for gpus in (2.0, 1.0):  # fewer GPUs than the lesson's numbers: the maximum follows them
+        for gpus in (3.0, 2.0, 1.0):  # the maximum follows the GPUs; the model scales there too
             options, configured = options_for({"CPU": 32.0, "GPU": gpus})
             scaling = configured._deployment_config.autoscaling_config
             assert scaling is not None, (
                 f"no `autoscaling_config` on a cluster with {gpus:g} GPU(s): the model should scale there too, "
                 "up to one replica per GPU"
             )
+            given = (options.get("ray_actor_options") or {}).get("num_gpus", 0)
+            assert given == 1, (
+                f"on a cluster with {gpus:g} GPU(s) each replica should get one, a whole one: "
+                f"`ray_actor_options={{'num_gpus': 1}}` (it asks for {given})"
+            )
             top = scaling.max_replicas
             assert top <= gpus, (
                 f"max_replicas={top} on a cluster with {gpus:g} GPU(s), one per replica: the replicas beyond "
                 f"{gpus:g} would wait forever for a GPU. Take the maximum from `resources` (the smaller of your "
                 "maximum and the GPUs), not a number written in"
+            )
+            assert scaling.min_replicas >= 1, (
+                f"min_replicas={scaling.min_replicas} on a cluster with {gpus:g} GPU(s): no replica is kept ready "
+                "there, so the first request after a quiet spell waits for one to start and load the model. Keep one"
+            )
+            assert gpus < 2 or scaling.max_replicas > scaling.min_replicas, (
+                f"min_replicas={scaling.min_replicas} and max_replicas={scaling.max_replicas} on a cluster with "
+                f"{gpus:g} GPUs: nothing can scale. That many replicas hold a GPU each all the time, even with no "
+                "load. Keep one replica ready on every cluster; the GPUs set only the maximum"
+            )
+            taken = configured._deployment_config.max_ongoing_requests
+            assert scaling.target_ongoing_requests < taken, (
+                f"target_ongoing_requests={scaling.target_ongoing_requests:g} on a cluster with {gpus:g} GPU(s), but "
+                f"a replica takes at most max_ongoing_requests={taken} at a time: Serve never adds a replica there"
             )
         return "it scales with the load, keeps a replica ready, and takes one GPU per replica only where there are GPUs"
 
