@@ -24,7 +24,7 @@ from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from helpers.course import config
-from helpers.course.cluster import CompactRuntimeEnv, init_ray, job_runtime_env
+from helpers.course.cluster import FREED_MEMORY_RETURNED, CompactRuntimeEnv, init_ray, job_runtime_env
 from helpers.course.distributed import torch_config
 from helpers.pipeline.loops import report_epoch
 from helpers.pipeline.train import run_config
@@ -45,9 +45,13 @@ def seen() -> dict:
     # defined here, not at module level: Ray pickles it by value (the workers cannot import a test module)
     def what_a_process_sees() -> dict:
         """Where this process runs and what it sees: run by a Ray Train worker and by a Ray Data task."""
+        import pyarrow
+
         import helpers
 
         return {
+            "arrow_pool": pyarrow.default_memory_pool().backend_name,
+            "mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
             "node": ray.get_runtime_context().get_node_id(),
             "runtime_env": ray.get_runtime_context().get_runtime_env_string(),
             "helpers": helpers.__file__,
@@ -93,6 +97,15 @@ def test_train_workers_and_their_data_tasks_run_in_the_jobs_runtime_env(seen):
             "starts new worker processes for it (helpers.course.cluster.CompactRuntimeEnv; has Ray changed how it "
             f"merges or writes runtime envs?)\njob:    {seen['job']}\nworker: {who['runtime_env']}"
         )
+
+
+@pytest.mark.cluster
+def test_workers_on_this_machine_give_freed_memory_back(seen):
+    """FREED_MEMORY_RETURNED reaches every worker at its start (glibc reads its threshold then): pyarrow allocates
+    with the system's allocator, and glibc's threshold for large arrays stays fixed."""
+    for who in [seen["worker"], *seen["tasks"]]:
+        assert who["arrow_pool"] == "system", f"pyarrow allocates with {who['arrow_pool']}, which keeps freed memory"
+        assert who["mmap_threshold"] == FREED_MEMORY_RETURNED["MALLOC_MMAP_THRESHOLD_"], who
 
 
 @pytest.mark.cluster

@@ -16,7 +16,7 @@ import ray.serve._private.replica
 from ray._common import tls_utils
 
 from helpers.course import worker_setup
-from helpers.course.cluster import WORKER_SETUP_HOOK, job_runtime_env
+from helpers.course.cluster import FREED_MEMORY_RETURNED, WORKER_SETUP_HOOK, job_runtime_env
 
 
 def test_every_interface_becomes_loopback_and_nothing_else_changes():
@@ -41,10 +41,12 @@ def test_the_job_keeps_servers_on_loopback_on_this_machine_only(monkeypatch: pyt
     env = job_runtime_env()
     assert env["worker_process_setup_hook"] == WORKER_SETUP_HOOK
     assert env["env_vars"][worker_setup.LOOPBACK_ONLY_ENV] == "1"
+    assert FREED_MEMORY_RETURNED.items() <= env["env_vars"].items(), "a laptop's workers give freed memory back"
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
     env = job_runtime_env()
     assert env["worker_process_setup_hook"] == WORKER_SETUP_HOOK
     assert worker_setup.LOOPBACK_ONLY_ENV not in env["env_vars"], "on a real cluster, nodes talk over the network"
+    assert not FREED_MEMORY_RETURNED.keys() & env["env_vars"].keys(), "a cluster's nodes keep their own allocators"
 
 
 def test_the_hook_sets_ray_trains_level_and_binds_on_loopback_only_when_told(monkeypatch: pytest.MonkeyPatch):

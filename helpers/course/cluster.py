@@ -99,6 +99,15 @@ COURSE_SETTINGS = (config.SOURCES_ENV, config.MODEL_ENV, config.BUDGET_ENV, conf
 # Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+# On this machine (a laptop's memory), workers give freed memory back to the system sooner. Ray keeps idle workers
+# for the next task, and an idle worker keeps what its last task had freed: pyarrow's own allocator (jemalloc) keeps
+# it, and so does glibc's heap, where an array of up to 32 MiB lands once glibc has raised its threshold for giving a
+# large array pages of its own (it does after the first such array is freed). Four idle workers held 0.7 to 1.2 GB
+# each after notebook 03 read full-size photos. Notebook 03 on the real sources, alone on a fresh cluster, 2 cores:
+# 8.0 GB at its peak as Ray leaves them; 7.7 GB (298 s) with pyarrow on the system allocator; 7.2 GB (315 s) with
+# glibc's threshold also fixed at 4 MiB; 6.7 GB (351 s) at 128 KiB, where torch's activations got fresh pages at
+# every step. The middle one is kept.
+FREED_MEMORY_RETURNED = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(4 * 1024**2)}
 SHIPPED_CODE = Path(__file__).resolve().parent.parent  # the `helpers` package: it travels with every job
 WORKER_SETUP_HOOK = "helpers.course.worker_setup.setup_worker"
 
@@ -147,7 +156,11 @@ def job_env_vars() -> dict[str, str]:
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
     quiet = {} if verbose() else QUIET_WORKERS
-    here = {worker_setup.LOOPBACK_ONLY_ENV: "1"} if is_on_this_machine(os.environ.get("RAY_ADDRESS")) else {}
+    here = (
+        {worker_setup.LOOPBACK_ONLY_ENV: "1"} | FREED_MEMORY_RETURNED
+        if is_on_this_machine(os.environ.get("RAY_ADDRESS"))
+        else {}
+    )
     return settings | passed | quiet | train | here
 
 
