@@ -119,7 +119,7 @@ lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one loc
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
 
-minimal-linux: ## as root: setup and lesson 01 in a Debian minbase root (no procps), then nothing may be left running
+minimal-linux: ## as root: setup and lesson 00 in a Debian minbase root (no procps), then nothing may be left running
 	scripts/minimal-linux.sh
 
 # Its own venv (.venv-latest) and report (results/latest/); LATEST_TESTS=check for the fast loop, LATEST_TORCH=auto|newest|locked.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rehearsal of the course on minimal Linux, as in a slim container: a Debian minbase root (no procps: no `ps`, no
-# `pgrep`), a fresh clone of this checkout in it, `make setup`, `make data` and lesson 01 through the local cluster
+# `pgrep`), a fresh clone of this checkout in it, `make setup`, `make data` and lesson 00 through the local cluster
 # script, then a look at /proc for anything of that root still running, and at its listening sockets while it ran.
 # The data sets this checkout has built (`make test` builds them first) are copied into the clone: `make data` keeps
 # what exists, and building them again, the same way, would add a minute of pretraining and test nothing new.
@@ -86,7 +86,7 @@ unshare --mount --propagation private -- /bin/bash -c '
   exec chroot "$base" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
     PIP_FIND_LINKS=/opt/wheels PIP_CERT=/etc/ssl/certs/ca-certificates.crt SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     /bin/bash -c "cd /course && make setup PYTHON=$python && make data \
-      && scripts/with-ray-cluster.sh .venv/bin/python scripts/run_course.py notebooks/01_local_finetune.ipynb"
+      && scripts/with-ray-cluster.sh .venv/bin/python scripts/run_course.py notebooks/00_ray_core.ipynb"
 ' sh "$base" "$prefix" "$python" >"$log/run.log" 2>&1 &
 runner=$!
 # While it runs: the root's processes listening beyond loopback (its kernels and cluster)

@@ -346,3 +346,21 @@ def test_the_data_config_exercise_accepts(ray_here, answer):
 @pytest.mark.cluster
 def test_the_data_config_exercise_not_done(ray_here):
     expect(data_loading_playbook.check_quick_validation(Untouched), checking.NOT_DONE)
+
+
+@pytest.mark.cluster
+def test_the_ray_data_internals_that_find_a_lazy_limit_are_still_there(ray_here):
+    """05.2's check finds a lazy ``limit`` in an iterator's plan through Ray Data internals (written for Ray 2.60: a
+    ``DataIterator``'s ``_base_dataset``, its ``_logical_plan.dag``, the ``Limit`` and ``InputData`` operators). If an
+    upgrade moves them, the check says nothing of that rule rather than something wrong: this test says so first."""
+    import ray.data
+
+    def unordered(ds):
+        ds.context.execution_options.preserve_order = False
+        return ds
+
+    lazy = unordered(ray.data.range(100, override_num_blocks=4).map_batches(lambda batch: batch).limit(5))
+    kept = unordered(ray.data.range(100, override_num_blocks=4).map_batches(lambda batch: batch).materialize().limit(5))
+    assert data_loading_playbook._limited_again(lazy.iterator()), "a lazy limit over a map_batches is not found"
+    assert not data_loading_playbook._limited_again(kept.iterator()), "a limit over rows kept once is found"
+    assert not data_loading_playbook._limited_again(in_order_blocks(lazy).iterator())

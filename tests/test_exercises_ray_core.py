@@ -15,6 +15,9 @@ What a learner who half understands writes, and the verdict each gets (a functio
 - refs in a dict keyed by the item: a repeated item loses its task's ref (keyed_by_item).
 - results taken with `ray.wait`, then every task started again for the return value (started_again).
 - `ray.wait(refs)` on the full list each time: the same ready ref comes back (waits_on_every_ref).
+- `ray.wait(pending, num_returns=2)`: results handed over two at a time, the first held back until the second task
+  ends (waits_for_two; a pair's refs come back in any order, so the verdict names either the order or the wait:
+  test_a_result_held_back_is_found shows the wait's alone).
 - `ready, _ = ray.wait(pending)` with `pending` never shrinking: the loop never ends (never_ends).
 - tasks that ask for what no node has: `ray.get` waits for ever (cannot_be_scheduled).
 - refs returned instead of results (returns_refs); `ray.get(ready)` on the list of one (results_in_lists); nothing
@@ -155,6 +158,19 @@ def right_by_index(work, items, on_result) -> list:
         results[i] = ray.get(ready[0])
         on_result(items[i], results[i])
     return results
+
+
+def waits_for_two(work, items, on_result) -> list:
+    """Half right: results taken two at a time, so the first of each pair waits for the second task to end."""
+    task = ray.remote(work)
+    refs = [task.remote(item) for item in items]
+    position = {ref: i for i, ref in enumerate(refs)}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=min(2, len(pending)))
+        for ref in ready:
+            on_result(items[position[ref]], ray.get(ref))
+    return ray.get(refs)
 
 
 def right_with_futures(work, items, on_result) -> list:
@@ -362,6 +378,7 @@ def test_as_they_finish_refuses_what_a_half_understanding_writes(on_ray):
         (on_result_gets_refs, ["object refs as results", "ray.get(ready)"]),
         (on_result_gets_positions, ["positions", "`items[i]`"]),
         (never_calls_on_result, ["`on_result` was never called"]),
+        (waits_for_two, ["one at a time"]),  # held back, or (by chance) handed over out of the finishing order
     ],
     ids=lambda value: getattr(value, "__name__", ""),
 )
@@ -667,3 +684,15 @@ def test_the_tally_check_accepts_other_right_answers(on_ray):
 @pytest.mark.cluster
 def test_an_async_tally_that_awaits_mid_count_is_told_why_it_loses_counts(on_ray):
     expect(core.check_tally(AsyncRace), checking.WRONG, "async actor", "no `await` between")
+
+
+def test_a_result_held_back_is_found():
+    """00.1's timing rule, on the check's own events: a result handed over after a later task's end is held back;
+    one handed over late but before the next end (a busy machine) is not."""
+    step = core.STEP_S
+    ended = [(1 * step, 1), (1 * step, 1), (2 * step, 2), (3 * step, 3), (4 * step, 4)]
+    order = [1, 1, 2, 3, 4]
+    in_time = [at + 0.8 * step for at, _ in ended]
+    assert core._held_back(order, in_time, ended) is None
+    two_at_a_time = [1 * step, 1 * step, 3 * step + 0.01, 3 * step + 0.02, 4 * step]
+    assert core._held_back(order, two_at_a_time, ended) == (2, 3)

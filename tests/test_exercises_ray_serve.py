@@ -7,7 +7,9 @@ The wrong answers a learner who half understands writes, each a case below:
   - not a deployment (`@serve.deployment` left out), or a function; `max_ongoing_requests` left at Serve's 5, or set
     below the batch (8): a batch of 16 never fills;
   - `@serve.batch` left at its default `max_batch_size` (10), or another size (32), on any method;
-  - no `@serve.batch` (`score` of one value per request); `score` called value by value inside the batch;
+  - no `@serve.batch` (`score` of one value per request); `score` called value by value inside the batch; `score`
+    called on the whole batch once for each of its requests (right numbers, a batch's work done n times: before
+    this case was found the check gave it a ✓);
   - the answers in another order; `score` bypassed by a formula of its own; Serve not started.
 06.2 `scaling_options(resources)` (the options of the lesson's `Model`: it scales with the load on every cluster,
 one replica kept ready, one whole GPU per replica where there are GPUs, never more replicas than GPUs):
@@ -316,6 +318,16 @@ class ValueByValue:  # batched, but score called once per value of the batch
 
 
 @serve.deployment(max_ongoing_requests=32)
+class WholeBatchPerRequest:  # batched, but the whole batch scored once for each of its requests: right numbers
+    def __init__(self, score):
+        self.score = score
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+    async def __call__(self, values):
+        return [self.score(values)[i] for i in range(len(values))]
+
+
+@serve.deployment(max_ongoing_requests=32)
 class Reversed:
     def __init__(self, score):
         self.score = score
@@ -381,6 +393,7 @@ def serve_here():
 BATCHING_WRONG = {
     "no @serve.batch": (OneAtATime, ["were not grouped", "@serve.batch"]),
     "score value by value": (ValueByValue, ["were not grouped"]),
+    "whole batch scored per request": (WholeBatchPerRequest, ["once per batch"]),
     "answers reversed": (Reversed, ["the answer for another value"]),
     "a formula of its own": (OwnFormula, ["call `self.score`"]),
 }

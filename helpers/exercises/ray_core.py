@@ -24,7 +24,7 @@ from helpers.exercises.checking import Verdict, _attached, _check, _NotDone, _Ra
 # items come in (1, 1, 2, 3, 4 against 3, 1, 4, 1, 2); one item comes twice, as items may in a real loop. Run one
 # after another the tasks would take 11 * STEP_S.
 AS_THEY_FINISH_ITEMS = (3, 1, 4, 1, 2)
-STEP_S = 0.3
+STEP_S = 0.4  # apart, the tasks' ends: a result handed over later than the next end was held back
 SAME_TIME_S = 0.1  # two tasks that end closer together than this may be handed over in either order
 TIME_LIMIT_S = 60.0  # for the learner's whole function: the tasks need 4 * STEP_S at once
 TALLY_TIME_LIMIT_S = 60.0  # for each of the tally check's waits on Ray
@@ -280,12 +280,33 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
         f"`on_result` saw the items in the order {order}, but the tasks ended in the order {finish_order}: take "
         "the refs as `ray.wait` hands them back, one at a time"
     )
+    held = _held_back(order, shown, ended)
+    assert not held, (
+        f"`on_result` got the result of item {held[0]} only after the task of item {held[1]} had ended too, though "
+        f"it had ended {STEP_S:.1f} s before: a `ray.wait` that waits for more than one ref (`num_returns` above 1) "
+        "holds finished results back. Take one ref at a time: `ready, pending = ray.wait(pending)`"
+    )
     took = max(at for at, _ in ended) - min(at for what, _, at, _ in events if what == "start")
     return (
         f"the tasks ran side by side: {took:.1f} s from the first start to the last end (one after another: "
         f"{sum(items) * STEP_S:.1f} s); on_result saw {order} as they ended, and the results came back in the order "
         "of the items"
     )
+
+
+def _held_back(order: list[int], shown: list[float], ended: list[tuple[float, int]]) -> tuple[int, int] | None:
+    """``(item, later)`` where ``on_result`` got ``item``'s result only after the task of ``later``, which ended
+    at least ``STEP_S - SAME_TIME_S`` after it, had ended too; else None. (Any delay under ``STEP_S`` passes: the
+    handing over may be slow on a busy machine.)"""
+    ends_of: dict[int, list[float]] = {}
+    for at, item in ended:
+        ends_of.setdefault(item, []).append(at)
+    for item, seen_at in zip(order, shown, strict=False):
+        end = ends_of[item].pop(0)
+        later = [(at, other) for at, other in ended if at > end + SAME_TIME_S]
+        if later and seen_at > later[0][0]:
+            return item, later[0][1]
+    return None
 
 
 def _in_finishing_order(order: list[int], ended: list[tuple[float, int]]) -> bool:

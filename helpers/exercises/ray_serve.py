@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,9 +16,11 @@ from helpers.exercises.checking import Verdict, _check, _NotDone, attempt
 EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
 
 
-def score_batch(values: list[float]) -> list[tuple[float, int]]:
-    """06.1's model: scores a whole list of numbers in one call, each answer with the size of the list it came in."""
-    return [(round(2 * value + 1, 6), len(values)) for value in values]
+def score_batch(values: list[float]) -> list[tuple[float, int, str]]:
+    """06.1's model: scores a whole list of numbers in one call. Each answer says the size of the list it came in and
+    which call made it (a call's own tag), so the check can tell a batch scored once from a batch scored per request."""
+    call = uuid.uuid4().hex[:8]
+    return [(round(2 * value + 1, 6), len(values), call) for value in values]
 
 
 def _serve_is_running() -> bool:
@@ -101,7 +105,7 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         finally:
             serve.delete(EXERCISE_APP)
         for value, answer in zip(values, answers, strict=True):
-            assert isinstance(answer, tuple | list) and len(answer) == 2, (
+            assert isinstance(answer, tuple | list) and len(answer) == 3, (
                 f"a request for {value} got {answer!r}: answer each request with what `score` returned for its value "
                 "(call `self.score` with the whole batch)"
             )
@@ -110,6 +114,13 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 "in the order of the batch, one per request"
             )
         sizes = sorted({int(answer[1]) for answer in answers})
+        used = Counter(answer[2] for answer in answers)  # how many requests each call of `score` answered
+        wasted = {answer[2]: int(answer[1]) for answer in answers if used[answer[2]] < int(answer[1])}
+        assert not wasted, (
+            f"`score` ran on a whole batch (up to {max(wasted.values())} values) {len(wasted)} times, and each run "
+            "answered fewer requests than the batch held: call `self.score` once per batch and hand each request its "
+            "own answer from that one list"
+        )
         assert max(sizes) > 1, (
             "every call of `score` had one value: the requests were not grouped. Decorate the method with "
             f"`@serve.batch(max_batch_size={max_batch_size})` and let it take a list of values"
