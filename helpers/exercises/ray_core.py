@@ -294,15 +294,19 @@ def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: l
     )
 
 
+def _end_times(order: list[int], ended: list[tuple[float, int]]) -> list[float]:
+    """When the task of each item in ``order`` ended (an item's repeats take its end times in turn)."""
+    ends_of: dict[int, list[float]] = {}
+    for at, item in ended:
+        ends_of.setdefault(item, []).append(at)
+    return [ends_of[item].pop(0) for item in order]
+
+
 def _held_back(order: list[int], shown: list[float], ended: list[tuple[float, int]]) -> tuple[int, int] | None:
     """``(item, later)`` where ``on_result`` got ``item``'s result only after the task of ``later``, which ended
     at least ``STEP_S - SAME_TIME_S`` after it, had ended too; else None. (Any delay under ``STEP_S`` passes: the
     handing over may be slow on a busy machine.)"""
-    ends_of: dict[int, list[float]] = {}
-    for at, item in ended:
-        ends_of.setdefault(item, []).append(at)
-    for item, seen_at in zip(order, shown, strict=False):
-        end = ends_of[item].pop(0)
+    for item, seen_at, end in zip(order, shown, _end_times(order, ended), strict=False):
         later = [(at, other) for at, other in ended if at > end + SAME_TIME_S]
         if later and seen_at > later[0][0]:
             return item, later[0][1]
@@ -311,11 +315,8 @@ def _held_back(order: list[int], shown: list[float], ended: list[tuple[float, in
 
 def _in_finishing_order(order: list[int], ended: list[tuple[float, int]]) -> bool:
     """True when ``on_result`` saw the items in the order their tasks ended (ends closer than ``SAME_TIME_S``
-    either way round; an item's repeats take its end times in turn)."""
-    ends_of: dict[int, list[float]] = {}
-    for at, item in ended:
-        ends_of.setdefault(item, []).append(at)
-    times = [ends_of[item].pop(0) for item in order]
+    either way round)."""
+    times = _end_times(order, ended)
     return all(later > earlier - SAME_TIME_S for earlier, later in zip(times, times[1:], strict=False))
 
 
