@@ -145,12 +145,17 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
-def _log_even(rates: np.ndarray, low: float, high: float) -> bool:
-    """Whether ``rates`` look log-uniform between ``low`` and ``high``: Pearson's chi-square of their counts in
-    ``BINS_PER_DECADE * 4`` equal steps of log10 (quarter-decades over 1e-5..1e-1) under ``CHI_SQUARE_LIMIT``."""
-    bins = 4 * BINS_PER_DECADE
-    counts = np.histogram(np.log10(rates), bins=np.linspace(math.log10(low), math.log10(high), bins + 1))[0]
-    expected = len(rates) / bins
+def _quarter_decade_counts(rates: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The draws of ``rates`` counted in ``BINS_PER_DECADE * 4`` equal steps of log10 from ``low`` to ``high``
+    (quarter-decades over 1e-5..1e-1)."""
+    edges = np.linspace(math.log10(low), math.log10(high), 4 * BINS_PER_DECADE + 1)
+    return np.histogram(np.log10(rates), bins=edges)[0]
+
+
+def _log_even(rates: np.ndarray, counts: np.ndarray) -> bool:
+    """Whether ``rates``, counted in ``counts`` (:func:`_quarter_decade_counts`), look log-uniform: Pearson's
+    chi-square of the counts against an even share under ``CHI_SQUARE_LIMIT``."""
+    expected = len(rates) / len(counts)
     return float(((counts - expected) ** 2 / expected).sum()) < CHI_SQUARE_LIMIT
 
 
@@ -198,7 +203,7 @@ def _judge_space(param_space: dict) -> str:
     narrow = rates.min() >= low * edge or rates.max() <= high / edge
     logs = np.log10(rates)
     crowded = "most of them near its top" if np.median(logs) > (logs.min() + logs.max()) / 2 else "unevenly"
-    assert not narrow or _log_even(rates, rates.min(), rates.max()), (
+    assert not narrow or _log_even(rates, _quarter_decade_counts(rates, rates.min(), rates.max())), (
         f"`lr` went from {rates.min():.2g} to {rates.max():.2g} in {SAMPLES} draws, {crowded}: the exercise asks "
         f"for the whole range from {low:g} to {high:g}, drawn log-uniformly (`tune.loguniform`), each decade as "
         "likely as the next"
@@ -211,10 +216,9 @@ def _judge_space(param_space: dict) -> str:
         f"the learning rates drawn fall {shares} into the decades from {low:g} to {high:g}, not evenly. Learning "
         "rates matter by factors: draw them log-uniformly (`tune.loguniform`), each decade as likely as the next"
     )
-    bins = len(decades) * BINS_PER_DECADE
-    counts = np.histogram(np.log10(rates), bins=np.linspace(math.log10(low), math.log10(high), bins + 1))[0]
-    expected = len(rates) / bins
-    assert _log_even(rates, low, high), (
+    counts = _quarter_decade_counts(rates, low, high)
+    bins, expected = len(counts), len(rates) / len(counts)
+    assert _log_even(rates, counts), (
         f"each decade from {low:g} to {high:g} drew its share ({shares}), but not evenly inside it: counted in "
         f"quarter-decades, the {SAMPLES} draws give from {counts.min()} to {counts.max()} where a log-uniform draw "
         f"gives about {expected:.0f} each (its logarithm is uniform: every step of the same size in log10(lr) as "
