@@ -231,14 +231,18 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
     return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
 
 
+# 04.2: what an epoch that trained on nothing means, in both places it is found (a worker's error, rank 0's reports)
+USED_UP = (
+    "A generator of `(images, labels)` pairs is used up by its first pass: made once, before the epoch loop, it "
+    "leaves every later epoch empty. Make the pairs from `shard.iter_torch_batches(...)` inside the loop, once per "
+    "epoch"
+)
+
+
 def _raised_finding(found: str) -> str:
     """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``_failure`` gives it)."""
     if "split is empty" in found or "ZeroDivisionError" in found:  # train_epoch's, or a loop's own, on no batches
-        return (
-            f"a worker raised {found}: an epoch got no batches. A generator of `(images, labels)` pairs is used up "
-            "by its first pass: made once, before the epoch loop, it leaves every later epoch empty. Make the pairs "
-            "from `shard.iter_torch_batches(...)` inside the loop, once per epoch"
-        )
+        return f"a worker raised {found}: an epoch got no batches. {USED_UP}"
     return (
         f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, lr, "
         'make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns `image` and `label`'
@@ -283,9 +287,7 @@ def _judge_train_run(
         empty = [number for number, batches in enumerate(trained, 1) if not batches]
         assert not empty, (
             f"rank 0 trained on {trained[0]} batches before its first report, and on none before report(s) {empty}: "
-            "those epochs trained on nothing. A generator of `(images, labels)` pairs is used up by its first pass: "
-            "made once, before the epoch loop, it leaves every later epoch empty. Make the pairs from "
-            "`shard.iter_torch_batches(...)` inside the loop, once per epoch"
+            f"those epochs trained on nothing. {USED_UP}"
         )
     reports = len(result.metrics_dataframe)
     assert reports == epochs, (
