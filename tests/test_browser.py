@@ -102,11 +102,11 @@ def run_all_and_save(page, base: str, token: str, name: str, first: bool) -> Non
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     running = page.locator(f"{ACTIVE} .jp-InputPrompt", has_text="[*]")
     deadline, seen, quiet = time.monotonic() + NOTEBOOK_SECONDS, False, 0
-    while quiet < 3:  # no cell queued or running at three looks in a row: Run All has finished (or stopped)
+    while quiet < 4:  # no cell queued or running at four looks in a row: Run All has finished (or stopped)
         if time.monotonic() > deadline or (not seen and time.monotonic() > deadline - NOTEBOOK_SECONDS + 240):
             page.screenshot(path=str(OUT / f"{name}-stuck.png"))
             raise AssertionError(f"{name}: {'still running' if seen else 'Run All did not start'} (see the screenshot)")
-        page.wait_for_timeout(2000)
+        page.wait_for_timeout(500)
         dismiss_kernel_dialog(page)
         busy = running.count() > 0
         seen = seen or busy

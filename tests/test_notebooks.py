@@ -2,10 +2,9 @@
 and shows a readable output: few lines, none printed twice in a row, no warnings, nothing on stderr that the notebook
 does not explain (as JupyterLab shows it: the kernel runs without pytest's marker).
 
-Notebook 02 runs in tests/test_rerun.py (twice); its executed copy is checked there. Where the browser test can run
-(tests/test_browser.py), it runs 00 to 05 and 07 in JupyterLab and checks their saved copies the same way; here they
-run only where it cannot. Notebook 06 runs in tests/test_serve.py, which also checks its service from outside while
-it runs.
+Where the browser test can run (tests/test_browser.py), it runs 00 to 05 and 07 in JupyterLab and checks their saved
+copies the same way; here they run only where it cannot. tests/test_rerun.py then runs 02 a second time. Notebook 06
+runs in tests/test_serve.py, which also checks its service from outside while it runs.
 """
 
 from __future__ import annotations
@@ -14,9 +13,6 @@ import pytest
 from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, SERVE, problems, run
 
 from helpers.course import results
-
-RERUN = "02_ray_train_finetune"
-
 
 IN_JUPYTERLAB = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser.py, and checked there the same way")
 
@@ -27,7 +23,7 @@ IN_JUPYTERLAB = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser
     [
         pytest.param(p, marks=[IN_JUPYTERLAB] if BROWSER_READY and p.stem in IN_THE_BROWSER else [])
         for p in NOTEBOOKS
-        if p.stem not in (RERUN, SERVE)
+        if p.stem != SERVE
     ],
     ids=lambda p: p.stem,
 )

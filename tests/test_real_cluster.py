@@ -4,8 +4,9 @@
 namespace of its own where the checkout, data/ and results/ are an empty folder, its Python has the locked packages
 but not the course's, and the head has no CPUs, so every Ray Train worker and Ray Data task runs there. Every
 notebook test runs on it. Here: one Ray Train run with a Ray Data shard, whose workers and tasks say where they are,
-what they see, where `helpers` came from and which runtime env they run in; and the error a notebook gets when the
-data or the storage is on the driver's disk only.
+what they see, where `helpers` came from and which runtime env they run in, with its storage on a bucket of a local
+S3 server (as a workshop cluster's shared storage); and the error a notebook gets when the data or the storage is on
+the driver's disk only.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
 import ray
 import ray.data
+from local_s3 import local_s3
 from ray.runtime_env import RuntimeEnv
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
@@ -30,6 +33,7 @@ from helpers.pipeline.loops import report_epoch
 from helpers.pipeline.train import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
+BUCKET = "course-storage"
 ISOLATED = os.environ.get("COURSE_RAY_NODE_ISOLATED") == "1"
 needs_isolated_node = pytest.mark.skipif(
     not ISOLATED,
@@ -40,7 +44,19 @@ needs_isolated_node = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def seen() -> dict:
-    init_ray()
+    ray.shutdown()  # a job of its own: init_ray gives its workers the bucket's endpoint and keys
+    with local_s3(), pytest.MonkeyPatch.context() as env:
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        env.setenv(config.STORAGE_ENV, f"s3://{BUCKET}/ray")
+        init_ray()
+        try:
+            return run_and_look()
+        finally:
+            ray.shutdown()
+
+
+def run_and_look() -> dict:
+    """One Ray Train run with a Ray Data shard on the cluster: what its processes saw, where its checkpoint went."""
 
     # defined here, not at module level: Ray pickles it by value (the workers cannot import a test module)
     def what_a_process_sees() -> dict:
@@ -79,12 +95,27 @@ def seen() -> dict:
     head = next(
         node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("node:__internal_head__")
     )
+    with result.checkpoint.as_directory() as folder:  # downloaded from the bucket
+        loaded = json.loads((Path(folder) / "seen.json").read_text())
+    stored = boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="ray/")
     return {
         "job": ray.get_runtime_context().get_runtime_env_string(),
         "head": head,
         "worker": json.loads(result.metrics["worker"]),
         "tasks": [json.loads(task) for task in json.loads(result.metrics["tasks"])],
+        "checkpoint": result.checkpoint.path,
+        "stored": [item["Key"] for item in stored.get("Contents", [])],
+        "loaded": loaded,
     }
+
+
+@pytest.mark.cluster
+def test_the_runs_checkpoint_goes_to_the_bucket_and_loads_back(seen):
+    """The course's RunConfig (helpers.pipeline.train.run_config) with COURSE_STORAGE_PATH on a bucket: the workers,
+    on the node that shares no files, reach it with the endpoint and keys init_ray gave the job."""
+    assert seen["checkpoint"].startswith(f"{BUCKET}/ray/test-real-cluster-"), seen["checkpoint"]
+    assert any(key.endswith("/seen.json") for key in seen["stored"]), f"no checkpoint in the bucket: {seen['stored']}"
+    assert json.loads(seen["loaded"]["worker"]) == seen["worker"], "the checkpoint holds what rank 0 reported"
 
 
 @pytest.mark.cluster
