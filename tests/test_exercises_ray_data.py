@@ -15,7 +15,8 @@ The answers a learner who half-understood would write, each refused below:
     without an axis;
   - every image, or all or none of a batch at once (one coin for the batch);
   - a fixed pattern, or a generator seeded in the function (the same images every epoch);
-  - the batch sliced as one 4-D array (fails on images of different sizes), a choice array of a fixed length;
+  - the batch sliced as one 4-D array (fails on images of different sizes), a choice array of a fixed length
+    (zipped strictly or not);
   - only the chosen images, the other columns dropped, nothing returned.
 """
 
@@ -81,7 +82,7 @@ def test_mirror_half_names_each_half_right_answer():
     check = ray_data.check_mirror_half
     expect(check(seeded), checking.WRONG, "the same images both times", "without a seed")
     expect(check(colours), checking.WRONG, "colour channels reversed", "image[:, ::-1]")
-    expect(check(only_the_chosen), checking.WRONG, "came back of 64", "the others as they were")
+    expect(check(only_the_chosen), checking.WRONG, "came back of 100", "the others as they were")
     expect(check(in_place_without_return), checking.WRONG, "return the batch")
     expect(check(todo), checking.NOT_DONE)
 
@@ -156,9 +157,14 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
             batch["image"] = [image[:, ::-1] for image in batch["image"]]
         return batch
 
-    def sixty_four(batch):  # a length written in: the check's first batch has 64 images, the next 4
+    def sixty_four(batch):  # a length written in (the lesson's batch size): zip(strict=True) raises on 100 images
         chosen = np.random.default_rng().random(64) < 0.5
         batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def sixty_four_zipped(batch):  # the same with a plain zip: it stops after 64 images, and 4 pass
+        chosen = np.random.default_rng().random(64) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen)]  # noqa: B905
         return batch
 
     def images_only(batch):
@@ -167,7 +173,8 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
     expect(check(fliplr_the_batch), checking.WRONG, "upside down", "width axis")
     expect(check(flip_every_axis), checking.WRONG, "neither unchanged nor mirrored")
     expect(check(one_coin), checking.WRONG, "of the images were mirrored", "about half, at random")
-    expect(check(sixty_four), checking.WRONG, "different sizes", "`len(batch['image'])`")
+    expect(check(sixty_four), checking.WRONG, "on a batch of 100 images it raised ValueError", "`len(batch['image'])`")
+    expect(check(sixty_four_zipped), checking.WRONG, "64 images came back of 100", "`len(batch['image'])`")
     expect(check(images_only), checking.WRONG, "return the batch: a dict with its columns")
 
 

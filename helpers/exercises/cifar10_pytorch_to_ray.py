@@ -296,10 +296,12 @@ def _judge_train_run(
     )
     losses = result.metrics_dataframe.get("loss")
     assert losses is not None and losses.notna().all(), (
-        f"your reports hold {sorted(result.metrics)}: report the epoch's mean training loss as `loss`"
+        f"your reports hold {sorted(set(result.metrics) - {'attempt'})}: report the epoch's mean training loss as "
+        "`loss`"
     )
     assert losses.nunique() > 1, (
-        f"the same loss, {losses.iloc[0]}, in every report: report the loss that this epoch's training computed"
+        f"the same loss, {losses.iloc[0]:.4f}, in every report: report the loss this epoch's training computed, "
+        "and check that the model learns (does every batch call `optimizer.step()`?)"
     )
     attaching = sorted(
         int(worker.split("/")[1]) for worker, made in calls.items() if any(c["checkpoint"] for c in made)

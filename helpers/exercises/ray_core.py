@@ -464,10 +464,10 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
         gpus = options.get("num_gpus")
         assert not gpus, "a tally needs no GPU, and a cluster without one would never start it: drop `num_gpus`"
         cpus = options.get("num_cpus")
+        asked = "1 CPU (the default when num_cpus is not given)" if cpus is None else f"{cpus} CPU"
         assert cpus == 0, (
-            f"`Tally` asks Ray for {'1 CPU (the default when num_cpus is not given)' if cpus is None else cpus} "
-            "CPU: while training workers hold every CPU, it could not start. It does almost no work: "
-            "`@ray.remote(num_cpus=0)`"
+            f"`Tally` asks Ray for {asked}: while training workers hold every CPU, it could not start. It does "
+            "almost no work: `@ray.remote(num_cpus=0)`"
         )
         asynchronous, threads = _is_async(cls), (options.get("max_concurrency") or 1)
         _attached()

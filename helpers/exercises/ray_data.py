@@ -237,24 +237,36 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
     return _check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
 
 
+MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
+ANY_BATCH_SIZE = "draw one choice for each image of the batch you are given (`len(batch['image'])`)"
+
+
 def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
     """03.2: ``mirror_half(batch)`` mirrors about half of a batch's (H, W, C) images left to right, nothing else."""
 
     def run() -> str:
         rng = np.random.default_rng(0)
-        images = rng.integers(0, 256, (64, 8, 10, 3), dtype=np.uint8)
-        out = attempt(mirror_half, {"image": images.copy(), "label": np.arange(64)})
+        size = MIRROR_BATCH
+        images = rng.integers(0, 256, (size, 8, 10, 3), dtype=np.uint8)
+        try:
+            out = attempt(mirror_half, {"image": images.copy(), "label": np.arange(size)})
+        except _Raised as error:
+            about_lengths = any(word in str(error) for word in ("zip()", "shape", "broadcast", "index"))
+            raise AssertionError(
+                f"on a batch of {size} images {error}" + (f": {ANY_BATCH_SIZE}" if about_lengths else "")
+            ) from None
         assert isinstance(out, dict) and {"image", "label"} <= set(out), "return the batch: a dict with its columns"
         result = np.asarray(out["image"])
         assert len(result) == len(images), (
             f"{len(result)} images came back of {len(images)}: return every image, the chosen ones mirrored and the "
-            "others as they were (a filter such as `images[chosen]` drops the rest)"
+            "others as they were (a filter such as `images[chosen]` drops the rest; a choice drawn for a fixed "
+            f"number of images, zipped with the batch, stops at that number: {ANY_BATCH_SIZE})"
         )
         assert result.shape == images.shape and result.dtype == images.dtype, (
             f"images came back {result.shape} {result.dtype}, went in {images.shape} {images.dtype}: mirroring "
             "changes neither the size nor the pixel type"
         )
-        assert np.array_equal(out["label"], np.arange(64)), "the labels changed: mirror the images only"
+        assert np.array_equal(out["label"], np.arange(size)), "the labels changed: mirror the images only"
         same = [np.array_equal(a, b) for a, b in zip(result, images, strict=True)]
         mirrored = [np.array_equal(a, b[:, ::-1]) for a, b in zip(result, images, strict=True)]
         upside_down = [np.array_equal(a, b[::-1]) for a, b in zip(result, images, strict=True)]
@@ -269,7 +281,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         assert all(s or m for s, m in zip(same, mirrored, strict=True)), (
             "some images are neither unchanged nor mirrored left to right: mirror an image whole, `image[:, ::-1]`"
         )
-        share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / 64
+        share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / size
         assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
         ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
         ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
@@ -278,7 +290,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         except _Raised as error:
             raise AssertionError(
                 f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself, "
-                "and draw one choice for each image of the batch you are given (`len(batch['image'])`)"
+                f"and {ANY_BATCH_SIZE}"
             ) from None
         assert isinstance(out, dict) and len(out.get("image", [])) == 4, (
             "on a batch of 4 images of different sizes (real photos are) it did not return the 4 images: mirror "
@@ -291,13 +303,13 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "on a batch of images of different sizes (real photos are) some images came back changed: mirror each "
             "image by itself"
         )
-        again = attempt(mirror_half, {"image": images.copy(), "label": np.arange(64)})
+        again = attempt(mirror_half, {"image": images.copy(), "label": np.arange(size)})
         chosen_again = [np.array_equal(a, b[:, ::-1]) for a, b in zip(np.asarray(again["image"]), images, strict=True)]
         assert chosen_again != [m and not s for m, s in zip(mirrored, same, strict=True)], (
             "called twice on the same batch, it mirrored the same images both times: the choice is not random (a "
             "fixed pattern, or a generator seeded with the same number at every call), so epoch after epoch the "
             "same images of a batch are mirrored. Draw anew at each call: `np.random.default_rng()` without a seed"
         )
-        return f"{share:.0%} of 64 images mirrored left to right, the rest untouched, labels kept"
+        return f"{share:.0%} of {size} images mirrored left to right, the rest untouched, labels kept"
 
     return _check("03.2", run)
