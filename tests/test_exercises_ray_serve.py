@@ -13,7 +13,8 @@ The wrong answers a learner who half understands writes, each a case below:
   - the answers in another order; `score` bypassed by a formula of its own; Serve not started.
 06.2 `scaling_options(resources)` (the options of the lesson's `Model`: it scales with the load on every cluster,
 one replica kept ready, one whole GPU per replica where there are GPUs, never more replicas than GPUs):
-  - a fixed `num_replicas`; no `autoscaling_config`; both (Serve refuses); min above max; keys of its own;
+  - a fixed `num_replicas` (everywhere, or one per GPU on GPU clusters); no `autoscaling_config`; both (Serve
+    refuses); min above max; keys of its own;
     `min_replicas=0` (scale to zero), on every cluster or only on GPU clusters (to save GPUs);
   - a GPU asked for on a cluster without GPUs; a GPU only where the key "GPU" is there (0.0 counts as none);
     half a GPU per replica (the lesson's `model_gpus` on one GPU); the machine's resources read instead of the
@@ -100,6 +101,11 @@ def half_a_gpu(resources):  # the lesson's `model_gpus` on a cluster with one GP
     return options
 
 
+def fixed_on_gpus(resources):  # autoscaling on CPUs; on GPUs one replica per GPU, always
+    gpus = gpus_of(resources)
+    return {"num_replicas": gpus, "ray_actor_options": {"num_gpus": 1}} if gpus else right(resources)
+
+
 def this_machines_gpus(resources):  # the argument ignored: this machine (no GPU) decides
     import ray
 
@@ -130,6 +136,10 @@ SCALING_WRONG = {
     "more replicas than GPUs": (more_replicas_than_gpus, ["max_replicas=4 on a cluster with 3"]),
     "3 written in": (three_at_most, ["max_replicas=3 on a cluster with 2 GPU(s)", "not a number written in"]),
     "autoscaling on CPU clusters only": (autoscaling_on_cpus_only, ["no `autoscaling_config` on a"]),
+    "a fixed num_replicas on GPU clusters": (
+        fixed_on_gpus,
+        ["no `autoscaling_config` on a cluster with 3 GPUs (a fixed `num_replicas=3`)", "up to one replica per GPU"],
+    ),
     "one replica per GPU, always": (
         changed(min_replicas=lambda g: g, max_replicas=lambda g: g),
         ["min_replicas=3 and max_replicas=3 on a cluster with 3 GPUs", "nothing can scale", "Keep one replica ready"],

@@ -195,9 +195,14 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             )
         )
         scaling = configured._deployment_config.autoscaling_config
-        assert scaling is not None and scaling.max_replicas <= 3, (
-            f"max_replicas={getattr(scaling, 'max_replicas', None)} on a cluster with 3 GPUs, one per replica: the "
-            "replicas beyond 3 would wait forever for a GPU. Take the smaller of your maximum and the GPUs"
+        assert scaling is not None, (
+            "no `autoscaling_config` on a cluster with 3 GPUs"
+            + (f" (a fixed `num_replicas={options['num_replicas']}`)" if "num_replicas" in options else "")
+            + ": the model should scale there too, up to one replica per GPU"
+        )
+        assert scaling.max_replicas <= 3, (
+            f"max_replicas={scaling.max_replicas} on a cluster with 3 GPUs, one per replica: the replicas beyond 3 "
+            "would wait forever for a GPU. Take the smaller of your maximum and the GPUs"
         )
         options, _ = options_for({"CPU": 8.0, "GPU": 0.0})
         assert not (options.get("ray_actor_options") or {}).get("num_gpus"), (
