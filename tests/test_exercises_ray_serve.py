@@ -138,7 +138,7 @@ SCALING_WRONG = {
     "autoscaling on CPU clusters only": (autoscaling_on_cpus_only, ["no `autoscaling_config` on a"]),
     "a fixed num_replicas on GPU clusters": (
         fixed_on_gpus,
-        ["no `autoscaling_config` on a cluster with 3 GPUs (a fixed `num_replicas=3`)", "up to one replica per GPU"],
+        ["no `autoscaling_config` on a cluster with 3 GPU(s) (a fixed `num_replicas=3`)", "up to one replica per GPU"],
     ),
     "one replica per GPU, always": (
         changed(min_replicas=lambda g: g, max_replicas=lambda g: g),

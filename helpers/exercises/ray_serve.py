@@ -195,12 +195,7 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             )
         )
         scaling = configured._deployment_config.autoscaling_config
-        assert scaling is not None, (
-            "no `autoscaling_config` on a cluster with 3 GPUs"
-            + (f" (a fixed `num_replicas={options['num_replicas']}`)" if "num_replicas" in options else "")
-            + ": the model should scale there too, up to one replica per GPU"
-        )
-        assert scaling.max_replicas <= 3, (
+        assert scaling is None or scaling.max_replicas <= 3, (  # none at all: the loop below names it
             f"max_replicas={scaling.max_replicas} on a cluster with 3 GPUs, one per replica: the replicas beyond 3 "
             "would wait forever for a GPU. Take the smaller of your maximum and the GPUs"
         )
@@ -213,8 +208,9 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             options, configured = options_for({"CPU": 32.0, "GPU": gpus})
             scaling = configured._deployment_config.autoscaling_config
             assert scaling is not None, (
-                f"no `autoscaling_config` on a cluster with {gpus:g} GPU(s): the model should scale there too, "
-                "up to one replica per GPU"
+                f"no `autoscaling_config` on a cluster with {gpus:g} GPU(s)"
+                + (f" (a fixed `num_replicas={options['num_replicas']}`)" if "num_replicas" in options else "")
+                + ": the model should scale there too, up to one replica per GPU"
             )
             given = (options.get("ray_actor_options") or {}).get("num_gpus", 0)
             assert given == 1, (
