@@ -103,6 +103,16 @@ def test_the_gpu_is_known_by_rays_accelerator_type_or_by_its_measured_memory():
     assert gpu_of({"CPU": 8.0, "GPU": 1.0}, memory_gib=23.6).memory_gib == 23.6
     assert gpu_of({"CPU": 8.0, "GPU": 1.0}).memory_gib == GPUS["T4"].memory_gib  # unknown: the smallest
     assert gpu_of({"CPU": 8.0}) is None
+    assert gpu_of({"CPU": 8.0, "GPU": 1.0}, memory_gib=11.5).compute_capability >= (7, 0)  # an RTX 3060, not a K80
+
+
+def test_every_nvidia_gpu_that_ray_names_is_known_and_an_h200_trains_in_bf16():
+    import ray.util.accelerators.accelerators as ray_types
+
+    named = {getattr(ray_types, name) for name in dir(ray_types) if name.startswith("NVIDIA_")}
+    assert named - set(GPUS) == set(), "a GPU type Ray names is missing from resources.GPUS: it would be taken for a T4"
+    assert gpu_of(cluster(1, "H200")).mixed_precision == "bf16"  # it was planned as fp16 on one H200 (2026-11-26)
+    assert gpu_of(cluster(1, "T4")).mixed_precision == "fp16"
 
 
 # --- make doctor ---------------------------------------------------------------------------------------------------

@@ -180,6 +180,18 @@ GPUS: dict[str, Gpu] = {
         Gpu("A100-40G", 40.0, (8, 0), 312.0, 156.0),
         Gpu("A100-80G", 80.0, (8, 0), 312.0, 156.0),
         Gpu("H100", 80.0, (9, 0), 989.0, 494.0),
+        # Every other NVIDIA type Ray names (`ray.util.accelerators`): an H200 taken for a T4 planned fp16 (2026-11-26).
+        Gpu("H200", 140.0, (9, 0), 989.0, 494.0),
+        Gpu("H20", 95.0, (9, 0), 148.0, 74.0),
+        Gpu("L40S", 45.0, (8, 9), 362.0, 183.0),
+        Gpu("RTX-PRO-6000", 95.0, (12, 0), 500.0, 126.0),
+        Gpu("B200", 179.0, (10, 0), 2250.0, 1100.0),
+        Gpu("GB200", 185.0, (10, 0), 2500.0, 1250.0),
+        Gpu("B300", 268.0, (10, 3), 2250.0, 1100.0),  # taken at the B200's peaks
+        Gpu("GB300", 268.0, (10, 3), 2500.0, 1250.0),  # taken at the GB200's peaks
+        Gpu("P100", 16.0, (6, 0), 18.7, 9.3),  # no tensor cores: fp16 at twice fp32
+        Gpu("P4", 7.5, (6, 1), 0.09, 5.5),  # fp16 at 1/64 of fp32
+        Gpu("K80", 11.0, (3, 7), 4.4, 4.4),  # one of its two GPUs; torch 2.13 has no kernels for it
     )
 }
 SMALLEST = GPUS["T4"]  # what the gpu budget must fit: a learner's one GPU (Colab's free tier)
@@ -195,6 +207,7 @@ def gpu_of(resources: dict[str, float], memory_gib: float | None = None) -> Gpu 
     if known:
         return min(known, key=lambda gpu: gpu.memory_gib)
     if memory_gib:
-        closest = min(GPUS.values(), key=lambda gpu: abs(gpu.memory_gib - memory_gib))
+        current = [gpu for gpu in GPUS.values() if gpu.compute_capability >= (7, 0)]  # not a K80 or a Pascal
+        closest = min(current, key=lambda gpu: abs(gpu.memory_gib - memory_gib))
         return replace(closest, name="GPU of unknown type", memory_gib=memory_gib)
     return replace(SMALLEST, name="GPU of unknown type (taken for a T4)")
