@@ -106,6 +106,17 @@ def test_the_serve_port_is_free_on_loopback_unless_set(monkeypatch):
     assert serving.serve_port() == 18123
 
 
+def test_a_port_that_frees_a_moment_later_counts_as_stopped_and_one_that_stays_does_not():
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    assert not serving.stops_listening(port, within_s=0.5)  # still held: a verdict after half a second
+    threading.Timer(0.5, server.close).start()
+    assert serving.stops_listening(port, within_s=10) and not serving.is_listening(port)
+
+
 def fake_run(storage: Path, name: str, steps: list[int]) -> Path:
     run = storage / name
     reported = []

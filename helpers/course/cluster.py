@@ -309,8 +309,11 @@ def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
 
     * quiet: no start banners, Ray Data logs warnings only, and long pipeline names are not shortened (which
       warns) (``COURSE_VERBOSE=1`` keeps Ray's own output).
-      Progress bars stay on: in a terminal they show; where output is not a terminal (a notebook, a
-      worker) Ray Data writes progress as info log lines, which this level keeps out;
+      Progress bars stay on: in a terminal they show; in a notebook's own process, whose output is not a terminal,
+      Ray Data writes progress as info log lines, which this level keeps out. The pipelines that Ray Train's workers
+      read (through a split-coordinator actor, notebooks 03 to 05) draw their bars in the notebook as widgets
+      (``DataContext.use_ray_tqdm``: ``ray.experimental.tqdm_ray``), live while they run; a saved notebook keeps their
+      last frame;
     * the classic file reader: Ray 2.60's new one ("datasource V2") spent about 25 s listing one
       parquet file on a 2-core machine, the classic one about 1 s;
     * ``preserve_order``: blocks come out in order, so the same split, shards and batches, hence the same

@@ -234,6 +234,19 @@ def is_listening(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def stops_listening(port: int, within_s: float = 10.0, host: str = "127.0.0.1") -> bool:
+    """True once nothing accepts connections at ``host:port``, looking for up to ``within_s`` seconds.
+
+    ``serve.shutdown()`` returns when Serve's controller has stopped; the proxy it killed on the way out may hold its
+    port a moment longer (seen on 2 cores: still answering right after the call)."""
+    deadline = time.monotonic() + within_s
+    while is_listening(port, host):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 # --- a bounded load test -------------------------------------------------------------------------------------
 
 
