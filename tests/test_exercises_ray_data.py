@@ -177,6 +177,17 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
     expect(check(sixty_four_zipped), checking.WRONG, "64 images came back of 100", "`len(batch['image'])`")
     expect(check(images_only), checking.WRONG, "return the batch: a dict with its columns")
 
+    def a_list(batch):
+        return [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]
+
+    def one_4d_array(batch):  # right on the check's first batch, which has one size; photos of several sizes are not
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"][chosen] = batch["image"][chosen][:, :, ::-1]
+        return batch
+
+    expect(check(a_list), checking.WRONG, "a dict with its columns (it returned list)")
+    expect(check(one_4d_array), checking.WRONG, "different sizes", "not one 4-D array")
+
 
 @pytest.mark.cluster
 def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():

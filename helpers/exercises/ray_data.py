@@ -255,7 +255,9 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             raise AssertionError(
                 f"on a batch of {size} images {error}" + (f": {ANY_BATCH_SIZE}" if about_lengths else "")
             ) from None
-        assert isinstance(out, dict) and {"image", "label"} <= set(out), "return the batch: a dict with its columns"
+        assert isinstance(out, dict) and {"image", "label"} <= set(out), "return the batch: a dict with its columns" + (
+            "" if isinstance(out, dict) else f" (it returned {type(out).__name__ if out is not None else 'None'})"
+        )
         result = np.asarray(out["image"])
         assert len(result) == len(images), (
             f"{len(result)} images came back of {len(images)}: return every image, the chosen ones mirrored and the "
@@ -289,8 +291,8 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             out = attempt(mirror_half, {"image": ragged.copy(), "label": np.arange(4)})
         except _Raised as error:
             raise AssertionError(
-                f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself, "
-                f"and {ANY_BATCH_SIZE}"
+                f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself "
+                f"(such a batch is an array of separate images, not one 4-D array), and {ANY_BATCH_SIZE}"
             ) from None
         assert isinstance(out, dict) and len(out.get("image", [])) == 4, (
             "on a batch of 4 images of different sizes (real photos are) it did not return the 4 images: mirror "
