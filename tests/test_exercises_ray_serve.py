@@ -260,8 +260,11 @@ class ThirtyTwo:
 
 
 BATCHING_REFUSED_AT_ONCE = {
-    "not a deployment": (NotADeployment, ["not a Serve deployment", "@serve.deployment"]),
-    "a function": (todo, ["not a Serve deployment"]),
+    "not a deployment": (
+        NotADeployment,
+        ["`NotADeployment` is a plain class, not a Serve deployment", "@serve.deployment"],
+    ),
+    "a function": (todo, ["is a function, not a Serve deployment"]),
     "max_ongoing_requests below the batch": (EightAtATime, ["max_ongoing_requests=8", "at least 16"]),
     "max_ongoing_requests left at 5": (FiveAtATime, ["max_ongoing_requests=5", "never fills"]),
     "@serve.batch's default size": (

@@ -59,6 +59,15 @@ def batched_methods(cls: type) -> dict[str, int]:
     return found
 
 
+def _what_it_is(value: Any) -> str:
+    """``value`` in a learner's words: a plain class, a function, or an object of its type."""
+    if isinstance(value, type):
+        return f"`{value.__name__}` is a plain class"
+    if callable(value) and hasattr(value, "__name__"):
+        return f"`{value.__name__}` is a function"
+    return f"it is a {type(value).__name__}"
+
+
 def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
     """06.1: ``deployment``, bound to a scoring function, groups requests arriving one at a time into batches."""
     from ray import serve
@@ -69,7 +78,7 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
     def run() -> str:
         if not isinstance(deployment, Deployment):
             raise AssertionError(
-                f"it is a {type(deployment).__name__}, not a Serve deployment: decorate the class with "
+                f"{_what_it_is(deployment)}, not a Serve deployment: decorate the class with "
                 "`@serve.deployment` (and its method with `@serve.batch`)"
             )
         with ThreadPoolExecutor(max_workers=1) as pool:  # untouched? find out here, without starting a replica
