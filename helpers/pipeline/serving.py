@@ -176,9 +176,10 @@ def read_image(body: bytes, max_bytes: int = config.MAX_IMAGE_BYTES, max_pixels:
         raise BadImage(415, f"the body is not an image file (JPEG, PNG, ...): {HOW}") from None
     if image.width * image.height > max_pixels:
         raise BadImage(
-            413, f"the image is {image.width} x {image.height} pixels, over this service's limit of {max_pixels:,} pixels: "
-            "resize it first"
-        )  # fmt: skip
+            413,
+            f"the image is {image.width} x {image.height} pixels, over this service's limit of {max_pixels:,} "
+            "pixels: resize it first",
+        )
     try:
         image.load()  # now the pixels: a file cut short fails here
     except (OSError, SyntaxError, ValueError) as error:
