@@ -361,6 +361,8 @@ def test_a_worker_that_raised_is_named_with_a_hint():
     assert "an epoch got no batches" in cifar10_pytorch_to_ray._raised_finding("ZeroDivisionError: division by zero")
     other = cifar10_pytorch_to_ray._raised_finding("KeyError: 'x'")
     assert "KeyError: 'x'" in other and "get_dataset_shard" in other and "no batches" not in other
+    lessons_model = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x192 and 3072x10)"  # not make_model's
+    assert 'loop_config["make_model"]()' in cifar10_pytorch_to_ray._raised_finding(lessons_model)
 
 
 def test_an_untouched_ray_train_exercise_starts_nothing():

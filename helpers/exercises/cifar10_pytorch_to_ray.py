@@ -243,6 +243,11 @@ def _raised_finding(found: str) -> str:
     """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``_failure`` gives it)."""
     if "split is empty" in found or "ZeroDivisionError" in found:  # train_epoch's, or a loop's own, on no batches
         return f"a worker raised {found}: an epoch got no batches. {USED_UP}"
+    if any(sign in found for sign in ("shape", "size mismatch", "mat1 and mat2", "must match the size")):
+        return (
+            f"a worker raised {found}: the check trains a model of its own, on images of a size of its own; build "
+            'the model with `loop_config["make_model"]()`, not the lesson\'s own model'
+        )
     return (
         f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, lr, "
         'make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns `image` and `label`'
