@@ -410,6 +410,16 @@ def test_a_loop_that_never_ends_gets_a_verdict_in_time(on_ray):
 
 
 @pytest.mark.cluster
+def test_a_task_still_running_when_the_check_ends_ends_quietly(on_ray):
+    """An answer that returns before its tasks end leaves them running; the check's clock is gone by then. Each task
+    must still end normally: a task that fails prints its error under the learner's next try."""
+    clock = ray.remote(num_cpus=0)(core._Clock).remote()
+    work = ray.remote(core._slow_work(clock))
+    ray.kill(clock)
+    assert ray.get(work.remote(1), timeout=60) == 1
+
+
+@pytest.mark.cluster
 def test_as_they_finish_passes_the_right_answer(on_ray):
     expect(core.check_as_they_finish(right), checking.DONE, "as they ended", "in the order of the items")
 
