@@ -21,7 +21,7 @@
 # CPUs, so every Ray Train worker, Ray Data task and actor that needs a CPU runs on that node. Data and storage are in
 # a folder outside the checkout that both nodes see (COURSE_DATA_DIR, COURSE_STORAGE_PATH; `make data` publishes the
 # data there), removed when the cluster stops. Where a mount namespace cannot be made, it says so and starts the
-# usual worker node (COURSE_RAY_NODE_ISOLATED=0 then tells the tests).
+# usual worker node (COURSE_RAY_ISOLATED_NODE_UP=0 then tells the tests).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -200,7 +200,7 @@ start_cluster() {
     say "cannot make a mount namespace here (unshare --mount needs root): the worker node shares this checkout" >&2
     isolated=0
   fi
-  export COURSE_RAY_NODE_ISOLATED="$isolated"
+  export COURSE_RAY_ISOLATED_NODE_UP="$isolated"
   if [ "$isolated" = 1 ]; then
     say "starting a head node (no CPUs) and a worker node that shares no files ($((cpus_per_node * 2)) CPUs) at $RAY_ADDRESS"
     publish_shared_data

@@ -34,7 +34,7 @@ from helpers.pipeline.train import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET = "course-storage"
-ISOLATED = os.environ.get("COURSE_RAY_NODE_ISOLATED") == "1"
+ISOLATED = os.environ.get("COURSE_RAY_ISOLATED_NODE_UP") == "1"
 needs_isolated_node = pytest.mark.skipif(
     not ISOLATED,
     reason="isolated-node test SKIPPED: the cluster's worker node shares this checkout (run under `make test`, as "
