@@ -24,7 +24,7 @@ LAB_DIR ?= notebooks  # the folder the lab opens (the browser test serves copies
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
 
 # Offline by default: never let a library wait on the Hub. COURSE_SOURCES=real turns this off; the
-# value is read as helpers.course.config reads it (case and spaces do not matter).
+# value is read as course.config reads it (case and spaces do not matter).
 SOURCES := $(strip $(shell printf '%s' '$(COURSE_SOURCES)' | tr '[:upper:]' '[:lower:]'))
 ifneq ($(SOURCES),real)
 export HF_HUB_OFFLINE := 1
@@ -83,7 +83,7 @@ hooks: ## strip notebook outputs on commit (nbstripout as a git filter; `make se
 	fi
 
 data: setup ## build the offline stand-in data and model in data/ (about a minute, once)
-	$(BIN)/python -m helpers.tools.build
+	$(BIN)/python -m course.build
 
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies
 	$(CLUSTER) $(BIN)/python scripts/run_course.py

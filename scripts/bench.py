@@ -37,15 +37,14 @@ import torch
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from helpers.course import config
-from helpers.course.cluster import configure_ray_data, init_ray
-from helpers.course.distributed import torch_config
-from helpers.course.lessons import lesson_named
-from helpers.course.resources import cluster_gpus, gpu_of, plan_resources
-from helpers.pipeline.cifar import loaders, normalize_batch
-from helpers.pipeline.train import per_worker, run_config
-from helpers.pipeline.vit import architecture_named, count_parameters
-from helpers.tools import benchmark
+from course import benchmark, config
+from course.cluster import configure_ray_data, init_ray
+from course.distributed import torch_config
+from course.lessons import lesson_named
+from course.resources import cluster_gpus, gpu_of, plan_resources
+from helpers.cifar import loaders, normalize_batch
+from helpers.train import per_worker, run_config
+from helpers.vit import architecture_named, count_parameters
 
 OUT = config.RESULTS_DIR / "bench"
 LESSON = lesson_named("04_cifar10_pytorch_to_ray")  # the lesson whose model, data and budget section it measures
@@ -276,7 +275,7 @@ def markdown(report: dict) -> str:
         + ("? (no state API)" if new_workers is None else str(new_workers))
         + f" worker processes started during it ({'✓' if on_target else '✗'} target: within "
         f"{FIRST_STREAMING_BATCH_TARGET_S:g} s, none started: Train's workers and their Ray Data tasks reuse the "
-        "job's idle workers, helpers.course.cluster.CompactRuntimeEnv)."
+        "job's idle workers, course.cluster.CompactRuntimeEnv)."
     )
     crossover = report["inference_crossover_images"]
     lines.append(

@@ -36,7 +36,7 @@ LOCK = ROOT / "requirements" / "lock.txt"
 PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
 TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
 CONNECT_TIMEOUT_S = 5
-# A lesson's `reference_seconds` (helpers.course.lessons) is what it took with the cpu budget on the reference machine
+# A lesson's `reference_seconds` (course.lessons) is what it took with the cpu budget on the reference machine
 # (2 cores, the local 2-node cluster; a fresh clone's `make run`), and this is what the probe below took there: an
 # estimate scales the first by the probe's ratio.
 REFERENCE_PROBE_S = 1.1  # seconds, the probe there (2026-11-24)
@@ -77,7 +77,7 @@ def address_problem(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
 
 def connect(timeout: float) -> dict[str, float]:
     """``init_ray()``; attaching to a cluster has a time limit (one that accepts the connection but never answers)."""
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
     if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
@@ -169,7 +169,7 @@ def torch_gpus() -> dict[str, object]:
 
 def node_report(storage: str, folder: str, name: str, local_paths: list[str]) -> dict[str, object]:
     """What a node says alone: its versions, whether it could write to the storage, which local sources it lacks."""
-    from helpers.course.cluster import missing_paths, write_marker
+    from course.cluster import missing_paths, write_marker
 
     return {
         "versions": versions_here(),
@@ -182,7 +182,7 @@ def probe_seconds(steps: int = 5, batch_size: int = 64) -> float:
     """Seconds for a few training steps of the small CIFAR-10 ViT on one CPU: the unit of the estimates."""
     import torch
 
-    from helpers.pipeline.vit import SMALL, VisionTransformer
+    from helpers.vit import SMALL, VisionTransformer
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -239,7 +239,7 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
             False,
             "; ".join(problems),
             "give every node the locked packages (the cluster's image: deploy/Dockerfile); the course's own code "
-            "travels with the job (helpers.course.cluster.job_runtime_env), nothing else is installed by hand",
+            "travels with the job (course.cluster.job_runtime_env), nothing else is installed by hand",
         )
     shipped = sum(1 for report in reports if isinstance(report, dict) and report.get("helpers") == "runtime env")
     return Check(
@@ -251,8 +251,8 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
 
 
 def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
-    from helpers.course.config import get_budget
-    from helpers.course.resources import cluster_gpus, plan_resources
+    from course.config import get_budget
+    from course.resources import cluster_gpus, plan_resources
 
     gib = 1024**3
     per_node = []
@@ -328,14 +328,14 @@ def check_storage(storage: str, nodes: list[dict], writes: list, reads: list) ->
 
 def local_sources(sources) -> list[str]:
     """The local paths among the sources that exist here: every node must see them too (Ray reads them there)."""
-    from helpers.course.config import is_local
+    from course.config import is_local
 
     return [u for k, u in vars(sources).items() if k != "kind" and is_local(u) and Path(u).exists()]
 
 
 def check_sources(nodes: list[dict], missing_by_node: list, resources: dict[str, float]) -> list[Check]:
-    from helpers.course import config
-    from helpers.course.resources import cluster_gpus
+    from course import config
+    from course.resources import cluster_gpus
 
     sources = sources_for(config.get_budget(cluster_gpus(resources)))
     checks = []
@@ -393,7 +393,7 @@ HUB_TRUE = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub reads as true in H
 def check_hub(sources) -> Check:
     """The Hub's data set and model that the real sources name: each answers (online), or each is in the caches
     (``HF_HUB_OFFLINE=1``)."""
-    from helpers.course.config import MODEL_ENV, is_local
+    from course.config import MODEL_ENV, is_local
 
     wanted = [
         (kind, repo) for kind, repo in (("dataset", sources.beans), ("model", sources.model)) if not is_local(repo)
@@ -428,7 +428,7 @@ def check_hub(sources) -> Check:
             False,
             "; ".join(problems),
             "open the network to huggingface.co (or set HF_ENDPOINT to a mirror); a 404 names an id that moved: "
-            f"set it in helpers/course/config.py or {MODEL_ENV}",
+            f"set it in course/config.py or {MODEL_ENV}",
         )
     return Check("hub", True, f"{endpoint} has " + ", ".join(answered))
 
@@ -437,7 +437,7 @@ def check_hub(sources) -> Check:
 
 
 def _lessons():
-    from helpers.course import lessons
+    from course import lessons
 
     return lessons
 
@@ -450,8 +450,8 @@ def model_shapes(sources, budget) -> dict:
     """The shapes (``lessons.Shape``) of the models the lessons put on a GPU: the sources' pretrained model (its
     ``config.json``, from its folder or the Hub's cache; ViT-B/16, the largest, where it cannot be read), notebook 04's
     ViT, 05's linear model."""
-    from helpers.course.config import is_local
-    from helpers.pipeline.vit import architecture_named
+    from course.config import is_local
+    from helpers.vit import architecture_named
 
     shape = _lessons().Shape
     known = {  # the real sources' models, with the beans/dogs head
@@ -503,7 +503,7 @@ def model_factor(lesson, budget) -> float:
 
 def sources_for(budget):
     """The sources the notebooks read with ``budget`` (the real model may follow the budget)."""
-    from helpers.course import config
+    from course import config
 
     return config.get_sources(budget=budget)
 
@@ -537,9 +537,9 @@ def plan_rows(
 ) -> list[Check]:
     """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time; with GPUs,
     its GPU memory and time (:func:`gpu_row`), a blocker where it does not fit."""
-    from helpers.course.config import get_budget, sources_kind
-    from helpers.course.lessons import LESSONS
-    from helpers.course.resources import cluster_gpus, gpu_of, plan_resources
+    from course.config import get_budget, sources_kind
+    from course.lessons import LESSONS
+    from course.resources import cluster_gpus, gpu_of, plan_resources
 
     budget = get_budget(cluster_gpus(resources))
     plan = plan_resources(resources, budget)
@@ -580,8 +580,8 @@ def plan_rows(
 
 
 def run_checks() -> list[Check]:
-    from helpers.course import config
-    from helpers.course.cluster import on_node, unread_markers
+    from course import config
+    from course.cluster import on_node, unread_markers
 
     resources = connect(TASK_TIMEOUT_S)
     nodes = alive_nodes()

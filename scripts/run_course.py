@@ -25,8 +25,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets import default
 
-from helpers.course import config, results
-from helpers.course.lessons import LESSONS
+from course import config, results
+from course.lessons import LESSONS
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 EXECUTED = config.RESULTS_DIR / "executed"

@@ -156,7 +156,7 @@ publish_shared_data() {
   # Data and storage that both nodes see, outside the checkout; `make data` publishes the built data sets there.
   mkdir -p "$shared/results"
   export COURSE_DATA_DIR="$shared/data" COURSE_STORAGE_PATH="$shared/results"
-  (cd "$root" && "$python" -m helpers.tools.build) >"$state/publish-$port.log" 2>&1 || { cat "$state/publish-$port.log" >&2; return 1; }
+  (cd "$root" && "$python" -m course.build) >"$state/publish-$port.log" 2>&1 || { cat "$state/publish-$port.log" >&2; return 1; }
   say "shared storage: data in $COURSE_DATA_DIR, results in $COURSE_STORAGE_PATH"
 }
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/ is not a package)
 
-from helpers.course.lessons import LESSONS  # noqa: E402
+from course.lessons import LESSONS  # noqa: E402
 
 NOTEBOOKS = [ROOT / "notebooks" / f"{lesson.notebook}.ipynb" for lesson in LESSONS]  # tests/test_lessons.py: all
 # Run by tests/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here

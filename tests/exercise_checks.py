@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.exercises import checking
+from course.exercises import checking
 
 
 @pytest.fixture(autouse=True)

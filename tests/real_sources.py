@@ -6,7 +6,7 @@ What a user's run reads, laid out as the real services hold it, with small, draw
   - ``AI-Lab-Makerere/beans``: the dataset card (its ``configs`` and features), parquet files under ``data/`` with
     the real columns (``image_file_path``, ``image`` as 500x500 JPEG, ``labels``) and split sizes (1034/133/128), and
     the older zip files beside them, outside the card's pattern; the old id ``beans`` redirects to it;
-  - the cpu budget's model and the gpu budget's model (:data:`helpers.course.config.REAL_MODELS`): their real
+  - the cpu budget's model and the gpu budget's model (:data:`course.config.REAL_MODELS`): their real
     ``config.json`` and ``preprocessor_config.json`` (written from the published files), and random weights of the
     real shapes for the cpu model (the gpu model's 346 MB are left out: the rehearsal runs the cpu budget);
 * S3 (moto) with the real buckets in their real region (us-west-2): ``air-example-data-2/imagenette2/{train,val}/
@@ -31,9 +31,8 @@ from local_s3 import local_s3
 from PIL import Image
 from standin_hub import StandinHub, standin_hub
 
-from helpers.course import config
-from helpers.pipeline import catalog
-from helpers.tools import synthetic
+from course import config, standins
+from helpers import catalog
 
 BEANS_ID = "AI-Lab-Makerere/beans"
 BEANS_OLD_ID = "beans"
@@ -172,7 +171,7 @@ def build_beans(repo: Path, sizes: dict[str, int] = catalog.BEANS_SPLITS) -> Non
         rows = {"image_file_path": [], "image": [], "labels": []}
         for i in range(n):
             label = i % len(catalog.BEANS_CLASSES)
-            leaf = synthetic.leaf_image(label, synthetic.rng_for("beans-real", split, i))
+            leaf = standins.leaf_image(label, standins.rng_for("beans-real", split, i))
             name = f"/home/datasets/beans/{split}/{catalog.BEANS_CLASSES[label]}/{split}.{i}.jpg"
             image = leaf.resize((BEANS_SIZE, BEANS_SIZE), Image.Resampling.BICUBIC)
             rows["image_file_path"].append(name)
@@ -221,8 +220,8 @@ def imagenette_objects() -> Iterator[tuple[str, bytes]]:
         for synset, n in counts.items():
             kind = catalog.IMAGENETTE_SYNSETS.get(synset, "dog")
             for i in range(n):
-                rng = synthetic.rng_for("imagenette-real", f"{split}/{synset}", i)
-                image = synthetic.animal_image(kind, rng).resize(IMAGENETTE_SIZES[i % len(IMAGENETTE_SIZES)])
+                rng = standins.rng_for("imagenette-real", f"{split}/{synset}", i)
+                image = standins.animal_image(kind, rng).resize(IMAGENETTE_SIZES[i % len(IMAGENETTE_SIZES)])
                 if i % 25 == 7:  # a few grayscale photos, as imagenette has
                     image = image.convert("L")
                 # imagenette's names: <synset>_<n>.JPEG in train/, ImageNet's ILSVRC2012_val_<n>.JPEG in val/ (unique

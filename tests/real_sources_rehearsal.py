@@ -116,7 +116,7 @@ class Rehearsal:
     def start(self) -> None:
         from real_sources import build_content, real_services
 
-        from helpers.course import config
+        from course import config
 
         if self.building is not None:
             self.building.wait()  # whatever it did: built (then the call below finds it) or not (then it builds here)
@@ -157,9 +157,9 @@ class Rehearsal:
         from ports import SocketWatch
         from real_sources import BEANS_ID
 
-        from helpers.course import config, results
-        from helpers.course.lessons import lesson_named
-        from helpers.exercises import checking
+        from course import config, results
+        from course.exercises import checking
+        from course.lessons import lesson_named
 
         path = Path(str(item.path))
         lesson = lesson_named(path.stem)
@@ -186,7 +186,7 @@ class Rehearsal:
             assert any(BEANS_ID in request for request in self.hub.requests)
 
     def measured(self, path: Path, lesson, seconds: float, peak: int) -> dict[str, str]:
-        from helpers.course import results
+        from course import results
 
         disk = folder_bytes(self.storage)
         recorded = results.read(path.stem, RESULTS_REAL)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.pipeline.loops import train_epoch
-from helpers.pipeline.vit import VisionTransformer, architecture_named
-from helpers.tools import benchmark
+from course import benchmark
+from helpers.loops import train_epoch
+from helpers.vit import VisionTransformer, architecture_named
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,8 +109,8 @@ def test_on_gpus_the_bench_trains_in_the_16_bits_the_gpu_computes_natively() -> 
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench
 
-    from helpers.course import config
-    from helpers.course.resources import GPUS, plan_resources
+    from course import config
+    from course.resources import GPUS, plan_resources
 
     budget = config.get_budget(kind="gpu")
     for name, expected in (("T4", "fp16"), ("V100", "fp16"), ("A100", "bf16"), ("H100", "bf16")):

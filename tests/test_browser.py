@@ -29,7 +29,7 @@ import pytest
 from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems, run_course
 from ports import SocketWatch, free_port
 
-from helpers.course import results
+from course import results
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "browser"

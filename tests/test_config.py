@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import config
+from course import config
 
 
 def test_standin_is_the_default(monkeypatch):

@@ -18,10 +18,10 @@ import torch.distributed as dist
 from ray.train import ScalingConfig
 from ray.train.torch import TorchConfig, TorchTrainer
 
-from helpers.course.cluster import init_ray
-from helpers.course.distributed import LoopbackTorchConfig, loopback_interface, torch_config
-from helpers.pipeline.loops import report_epoch
-from helpers.pipeline.train import run_config
+from course.cluster import init_ray
+from course.distributed import LoopbackTorchConfig, loopback_interface, torch_config
+from helpers.loops import report_epoch
+from helpers.train import run_config
 
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
@@ -62,7 +62,7 @@ def test_rays_default_rendezvous_listens_on_every_interface():
     """The reason for LoopbackTorchConfig. If this fails, torch or Ray now bind the store to its host."""
     result = fit(TorchConfig(), "test-default-rendezvous")
     assert result.metrics["wide"] != "-", (
-        "Ray Train's default rendezvous no longer listens beyond 127.0.0.1: helpers.course.distributed may be unneeded"
+        "Ray Train's default rendezvous no longer listens beyond 127.0.0.1: course.distributed may be unneeded"
     )
 
 
@@ -77,7 +77,7 @@ def test_the_loopback_config_is_for_this_machine(monkeypatch: pytest.MonkeyPatch
 def test_xgboost_and_tensorflow_train_alone_on_this_machine(monkeypatch: pytest.MonkeyPatch):
     from ray.train.xgboost import XGBoostConfig
 
-    from helpers.course.distributed import NoCollectiveBackend, collective_workers, tensorflow_config, xgboost_config
+    from course.distributed import NoCollectiveBackend, collective_workers, tensorflow_config, xgboost_config
 
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6389")
     assert collective_workers(4) == 1, "one worker: XGBoost's and TensorFlow's peer sockets would listen everywhere"
@@ -118,7 +118,7 @@ def test_xgboost_workers_listen_on_every_interface():
 
 def test_the_loopback_rendezvous_takes_gloo_on_cpus_nccl_on_gpus_and_leaves_other_backends_to_ray():
     """On a GPU machine the rendezvous and NCCL stay on loopback too (join_on_loopback sets NCCL_SOCKET_IFNAME)."""
-    from helpers.course.distributed import backend_for
+    from course.distributed import backend_for
 
     assert backend_for(0, None) == "gloo" and backend_for(1, None) == "nccl" and backend_for(0.5, None) == "nccl"
     assert backend_for(1, "gloo") == "gloo", "a backend asked for by name is kept"
@@ -129,7 +129,7 @@ def test_an_nccl_rendezvous_keeps_nccls_sockets_on_loopback(monkeypatch: pytest.
     """What a GPU worker's join sets up, without a GPU: NCCL's bootstrap and socket transport on the loopback interface,
     the store served on 127.0.0.1 by rank 0, NCCL's async error handling on (a stuck collective fails), and the process
     group made with the nccl backend on that store. (NCCL itself has never run here: no GPU.)"""
-    from helpers.course import distributed
+    from course import distributed
 
     made: dict = {}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ports import free_port
 
-from helpers.course.lessons import LESSONS
+from course.lessons import LESSONS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

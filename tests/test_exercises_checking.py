@@ -1,4 +1,4 @@
-"""The rules every exercise check keeps (helpers.exercises.checking): "not done yet" for an untouched exercise,
+"""The rules every exercise check keeps (course.exercises.checking): "not done yet" for an untouched exercise,
 a verdict for code that raises, answers of another shape, or code that runs past the limit; never an exception."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 from ray.train import ScalingConfig
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     local_finetune,
     ray_train_finetune,

@@ -1,4 +1,4 @@
-"""Lesson 04's checks (helpers.exercises.cifar10_pytorch_to_ray, and the watch of train_runs): the common wrong
+"""Lesson 04's checks (course.exercises.cifar10_pytorch_to_ray, and the watch of train_runs): the common wrong
 answers are refused with a message that teaches, other right answers pass.
 
 The wrong answers a learner who half understands writes, each a case below:
@@ -35,7 +35,7 @@ import pytest
 import torch
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     cifar10_pytorch_to_ray,
     train_runs,
@@ -111,13 +111,13 @@ def nothing_returned(batch):
 
 
 def the_lessons_normalize(batch):  # the lesson's normalize_batch, copied: right values, but not the exercise
-    from helpers.pipeline.cifar import normalize
+    from helpers.cifar import normalize
 
     return {"image": normalize(batch["image"]), "label": batch["label"]}
 
 
 def the_lessons_normalize_batch(batch):  # the same, one call further away
-    from helpers.pipeline import cifar
+    from helpers import cifar
 
     return cifar.normalize_batch(batch)
 
@@ -164,7 +164,7 @@ def moveaxis(batch):
 
 
 def lessons_constants(batch):  # the lesson's MEAN and STD, the steps written out: right
-    from helpers.pipeline.cifar import MEAN, STD
+    from helpers.cifar import MEAN, STD
 
     pixels = (batch["image"].astype(np.float32) / 255.0 - MEAN) / STD
     return {"image": pixels.transpose(0, 3, 1, 2), "label": batch["label"]}
@@ -222,7 +222,7 @@ def finished_run(tmp_path, weights=None, losses=(0.6, 0.4, 0.3), file_name=None)
     import pandas as pd
     from ray.train import Checkpoint
 
-    from helpers.pipeline.loops import WEIGHTS_FILE
+    from helpers.loops import WEIGHTS_FILE
 
     checkpoint = None
     if weights is not None:
@@ -326,7 +326,7 @@ def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1),
     """04.2's verdict on a finished run built from a case of TRAIN_WRONG or TRAIN_RIGHT (no Ray: a run is costly)."""
     import pandas as pd
 
-    from helpers.pipeline.loops import WEIGHTS_FILE
+    from helpers.loops import WEIGHTS_FILE
 
     good = trained_weights()
     weights = {
@@ -418,8 +418,8 @@ def test_the_ray_train_exercise_on_two_workers():
     import ray.train.torch
     from ray.train import Checkpoint
 
-    from helpers.course.cluster import configure_ray_data, init_ray
-    from helpers.pipeline.loops import WEIGHTS_FILE, train_epoch
+    from course.cluster import configure_ray_data, init_ray
+    from helpers.loops import WEIGHTS_FILE, train_epoch
 
     init_ray()
     configure_ray_data()

@@ -1,4 +1,4 @@
-"""Lesson 05's checks (helpers.exercises.data_loading_playbook): the common wrong answers are refused with a
+"""Lesson 05's checks (course.exercises.data_loading_playbook): the common wrong answers are refused with a
 message that teaches, other right answers pass.
 
 The wrong answers a learner who half understands writes, each a case below:
@@ -28,7 +28,7 @@ import pytest
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 from ray.train import DataConfig
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     data_loading_playbook,
 )
@@ -105,7 +105,7 @@ def ray_here():
     """One Ray for this module's cluster tests (on the test cluster, or a local runtime), set as notebook 05 sets it."""
     import ray
 
-    from helpers.course.cluster import configure_ray_data, init_ray
+    from course.cluster import configure_ray_data, init_ray
 
     init_ray()
     configure_ray_data(preserve_order=False)  # as notebook 05; the checks give their datasets this setting anyway

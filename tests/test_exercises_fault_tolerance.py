@@ -1,4 +1,4 @@
-"""Lesson 02b's check (helpers.exercises.fault_tolerance): the common wrong answers are refused with a message
+"""Lesson 02b's check (course.exercises.fault_tolerance): the common wrong answers are refused with a message
 that teaches, the right ones pass.
 
 The answers a learner who half-understood would write, each refused below:
@@ -21,7 +21,7 @@ import pytest
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 from ray.train import FailureConfig
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     fault_tolerance,
 )
@@ -66,7 +66,7 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
     import ray
     import ray.train
 
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
 
@@ -137,7 +137,7 @@ def test_resume_refuses_a_step_kept_beside_ray_and_accepts_a_checkpoint_from_ran
     import ray.train
     from ray.train import get_checkpoint
 
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
     one_restart = FailureConfig(max_failures=1)

@@ -1,4 +1,4 @@
-"""Lesson 01's checks (helpers.exercises.local_finetune): the common wrong answers are refused with a message that
+"""Lesson 01's checks (course.exercises.local_finetune): the common wrong answers are refused with a message that
 teaches, the right ones pass.
 
 The answers a learner who half-understood would write, each refused below:
@@ -22,11 +22,11 @@ from __future__ import annotations
 import torch
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     local_finetune,
 )
-from helpers.pipeline.models import standin_processor
+from helpers.models import standin_processor
 
 
 def test_freeze_backbone():
@@ -139,7 +139,7 @@ def test_freeze_backbone_says_when_nothing_changed_and_names_a_part_frozen():
     still training."""
     import torch
 
-    from helpers.pipeline.models import standin_vit
+    from helpers.models import standin_vit
 
     check = local_finetune.check_freeze_backbone
 

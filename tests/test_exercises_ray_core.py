@@ -1,4 +1,4 @@
-"""Notebook 00's checks (helpers.exercises.ray_core): "not done yet" for an untouched exercise, a message that names
+"""Notebook 00's checks (course.exercises.ray_core): "not done yet" for an untouched exercise, a message that names
 the mistake for each half-right answer (never an exception, never a hang), and done for a right answer. The
 solutions notebook runs them too (tests/test_solutions.py).
 
@@ -48,8 +48,8 @@ import time
 import pytest
 import ray
 
-from helpers.exercises import checking
-from helpers.exercises import ray_core as core
+from course.exercises import checking
+from course.exercises import ray_core as core
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def results_here(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def on_ray():
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
     yield

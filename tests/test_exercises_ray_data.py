@@ -1,4 +1,4 @@
-"""Lesson 03's checks (helpers.exercises.ray_data): the common wrong answers are refused with a message that
+"""Lesson 03's checks (course.exercises.ray_data): the common wrong answers are refused with a message that
 teaches, the right ones pass.
 
 The answers a learner who half-understood would write, each refused below:
@@ -27,7 +27,7 @@ import pytest
 import torch
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     ray_data,
 )
@@ -199,8 +199,8 @@ def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes
     import ray
     from transformers import AutoImageProcessor, AutoModelForImageClassification
 
-    from helpers.course.cluster import init_ray
-    from helpers.pipeline.features import pixel_values
+    from course.cluster import init_ray
+    from helpers.features import pixel_values
 
     init_ray()
 

@@ -1,4 +1,4 @@
-"""Lesson 06's checks (helpers.exercises.ray_serve): the common wrong answers are refused with a message that
+"""Lesson 06's checks (course.exercises.ray_serve): the common wrong answers are refused with a message that
 teaches, other right answers pass.
 
 The wrong answers a learner who half understands writes, each a case below:
@@ -32,7 +32,7 @@ import pytest
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 from ray import serve
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     ray_serve,
 )
@@ -177,8 +177,8 @@ def as_gpus_float(resources):  # resources' values are floats: kept as they are
 
 
 def the_lessons_settings(resources):  # the lesson's cell 8 values, for the cluster given
-    from helpers.course import config
-    from helpers.course.resources import cluster_gpus
+    from course import config
+    from course.resources import cluster_gpus
 
     budget = config.get_budget(cluster_gpus(resources)).serve
     scaling = {
@@ -375,7 +375,7 @@ class BatchedHelper:  # another right answer: the batched method is not __call__
 
 @pytest.mark.cluster
 def test_the_batching_check_says_when_serve_is_not_running():
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
     if ray_serve._serve_is_running():
@@ -389,8 +389,8 @@ def serve_here():
     import ray
     from ports import free_port
 
-    from helpers.course.cluster import init_ray
-    from helpers.pipeline.serving import PATIENT_CONTROLLER, serve_logging
+    from course.cluster import init_ray
+    from course.serving import PATIENT_CONTROLLER, serve_logging
 
     init_ray()
     serve.start(

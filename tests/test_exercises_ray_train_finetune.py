@@ -1,4 +1,4 @@
-"""Lesson 02's checks (helpers.exercises.ray_train_finetune): the common wrong answers are refused with a message
+"""Lesson 02's checks (course.exercises.ray_train_finetune): the common wrong answers are refused with a message
 that teaches, the right ones pass.
 
 The answers a learner who half-understood would write, each refused below:
@@ -26,7 +26,7 @@ from __future__ import annotations
 from exercise_checks import expect, results_here, todo  # noqa: F401  (results_here: an autouse fixture)
 from ray.train import ScalingConfig
 
-from helpers.exercises import (
+from course.exercises import (
     checking,
     ray_train_finetune,
 )

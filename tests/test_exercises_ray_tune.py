@@ -1,4 +1,4 @@
-"""Lesson 07's checks (helpers/exercises/ray_tune.py): "not done yet" for an untouched exercise, one test per half-right
+"""Lesson 07's checks (course/exercises/ray_tune.py): "not done yet" for an untouched exercise, one test per half-right
 answer each check refuses (never an exception), and done for a right one. The solutions notebook runs them too.
 
 The wrong answers a learner who half understands Tune writes, each refused below with a message that teaches:
@@ -41,7 +41,7 @@ import pytest
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-from helpers.exercises import checking, ray_tune
+from course.exercises import checking, ray_tune
 
 
 @pytest.fixture(autouse=True)
@@ -311,7 +311,7 @@ def test_search_that_never_returns_gets_a_verdict_at_its_limit(monkeypatch):
 
 @pytest.fixture(scope="module")
 def made_up_results():
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
     return ray_tune.made_up_results()

@@ -3,9 +3,9 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers.pipeline.features import collate, make_transform, pixel_values, to_rgb
-from helpers.pipeline.metrics import accuracy_for_trainer, load_accuracy
-from helpers.pipeline.models import standin_processor
+from helpers.features import collate, make_transform, pixel_values, to_rgb
+from helpers.metrics import accuracy_for_trainer, load_accuracy
+from helpers.models import standin_processor
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +55,8 @@ def test_an_empty_split_is_an_error_not_accuracy_zero():
     import pytest
     import torch
 
-    from helpers.pipeline.loops import validate
-    from helpers.pipeline.metrics import share_correct
+    from helpers.loops import validate
+    from helpers.metrics import share_correct
 
     with pytest.raises(ValueError, match="the held-out split is empty"):
         share_correct(np.array([]), np.array([]), "held-out")

@@ -1,4 +1,4 @@
-"""Each lesson's GPU memory and time, estimated from the budget and the models' sizes (helpers.course.lessons), and
+"""Each lesson's GPU memory and time, estimated from the budget and the models' sizes (course.lessons), and
 ``make doctor``'s rows for them: the gpu budget fits one 16 GB T4, and a plan that does not fit is refused with the
 setting that makes it fit. No GPU and no Ray needed: the cluster is the resources Ray would report."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import config, lessons
-from helpers.course.lessons import LESSONS, Shape, estimate, gpu_estimates, gpu_summary, refit
-from helpers.course.resources import GPUS, gpu_of, plan_resources
+from course import config, lessons
+from course.lessons import LESSONS, Shape, estimate, gpu_estimates, gpu_summary, refit
+from course.resources import GPUS, gpu_of, plan_resources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import doctor  # noqa: E402
@@ -35,7 +35,7 @@ def estimates_on(gpus: int, kind: str, budget=GPU_BUDGET):
 def test_the_models_sizes_come_out_as_counted():
     import torch
 
-    from helpers.pipeline.vit import FULL, VisionTransformer, count_parameters
+    from helpers.vit import FULL, VisionTransformer, count_parameters
 
     assert VIT_B16.parameters == pytest.approx(85.8e6, rel=0.01)  # the Hub's ViT-B/16: 85.8 M
     assert CIFAR.parameters == pytest.approx(count_parameters(VisionTransformer(FULL)), rel=0.01)
@@ -91,7 +91,7 @@ def test_a_plan_that_does_not_fit_is_refused_with_the_setting_that_makes_it_fit(
     refused = [e for e in found if not e.fits]
     assert refused
     fix = refit(refused[0])
-    assert "cifar.batch_size" in fix and "helpers/course/config.py" in fix
+    assert "cifar.batch_size" in fix and "course/config.py" in fix
     most = int(fix.split(" to ")[1].split(" ")[0])
     assert estimates_on(1, "T4", replace(GPU_BUDGET, cifar=replace(GPU_BUDGET.cifar, batch_size=most)))[
         "04_cifar10_pytorch_to_ray"

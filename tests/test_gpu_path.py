@@ -21,10 +21,10 @@ import torch
 from executed import NOTEBOOKS, ROOT
 from ray.train import Checkpoint
 
-from helpers.course import config, resources
-from helpers.course.cluster import init_ray
-from helpers.course.resources import GPUS, Plan, gpus_per_replica, per_gpu_batches, plan_resources
-from helpers.pipeline import cifar, inference, train
+from course import config, resources
+from course.cluster import init_ray
+from course.resources import GPUS, Plan, gpus_per_replica, per_gpu_batches, plan_resources
+from helpers import cifar, inference, train
 
 GPU_BUDGET = config.get_budget(kind="gpu")
 ON_GPUS = {gpus: plan_resources({"CPU": 16.0 * gpus, "GPU": float(gpus)}, GPU_BUDGET) for gpus in (1, 2, 8, 16)}
@@ -80,7 +80,7 @@ COLLECTIVES = {"all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatte
 FACTORIES = {"zeros", "ones", "tensor", "full", "empty", "zeros_like", "ones_like", "as_tensor"}
 # Functions whose collectives run in a process group of CPU workers only (Gloo), whatever the cluster has: checked
 # below, every ScalingConfig of their file asks for no GPU.
-CPU_WORKERS_ONLY = {("helpers/exercises/cifar10_pytorch_to_ray.py", "_observed")}
+CPU_WORKERS_ONLY = {("course/exercises/cifar10_pytorch_to_ray.py", "_observed")}
 
 
 def test_the_collectives_on_cpu_tensors_run_on_cpu_workers_only():

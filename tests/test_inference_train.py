@@ -5,9 +5,9 @@ import pytest
 from lesson_code import from_notebook
 from ray.train import Checkpoint
 
-from helpers.pipeline import inference
-from helpers.pipeline.models import standin_processor, standin_vit
-from helpers.pipeline.train import per_worker
+from helpers import inference
+from helpers.models import standin_processor, standin_vit
+from helpers.train import per_worker
 
 
 def image_batch() -> dict[str, np.ndarray]:
@@ -53,7 +53,7 @@ def test_classifier_labels_a_whole_batch_in_one_forward_pass(model_dir):
 
 
 def test_the_helpers_classifier_labels_as_notebook_03s_does(model_dir):
-    """helpers.pipeline.inference.ImageClassifier, for the lessons after 03, is a twin of notebook 03's class."""
+    """helpers.inference.ImageClassifier, for the lessons after 03, is a twin of notebook 03's class."""
     lesson = ImageClassifier(Checkpoint.from_directory(model_dir))(image_batch())["predicted"]
     helper = inference.ImageClassifier(Checkpoint.from_directory(model_dir))(image_batch())["predicted"]
     assert helper.tolist() == lesson.tolist()

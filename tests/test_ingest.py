@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from lesson_code import from_notebook
 
-from helpers.course import config
-from helpers.pipeline import catalog
-from helpers.pipeline.ingest import (
+from course import config
+from helpers import catalog
+from helpers.ingest import (
     add_shapes,
     channels,
     check_label_table,

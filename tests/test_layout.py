@@ -1,32 +1,35 @@
-"""The layout of helpers: four layers in four folders, each importing only from the layers before it; the glossary
-(the package docstring) and docs/development.md name every module; the real-data path never imports the tools."""
+"""The layout of the course's code: ``helpers``, what the lessons teach from, small and flat, one module per stage;
+``course``, the machinery, in two layers (what ``helpers`` stands on, and what is built on ``helpers``). Each package's
+glossary (its docstring) and docs/development.md name every module; the real-data path never imports the stand-ins."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import course
 import helpers
-from helpers.course.lessons import LESSONS
+from course.lessons import LESSONS
 
 ROOT = Path(__file__).resolve().parent.parent
-HELPERS = ROOT / "helpers"
-LAYERS = ("course", "pipeline", "exercises", "tools")  # each may import from the layers before it, never after
-MAY_IMPORT = {
-    "course": {"course"},
-    "pipeline": {"course", "pipeline"},
-    "exercises": {"course", "pipeline", "exercises"},
-}
-MAY_IMPORT["tools"] = {"course", "pipeline", "tools"}  # the tools build and measure; they never check exercises
-MODULES = sorted(
-    ".".join(p.relative_to(HELPERS).with_suffix("").parts)
-    for p in HELPERS.glob("*/*.py")
-    if p.stem != "__init__" and p.parent.name != "metric_scripts"
-)
+HELPERS, COURSE = ROOT / "helpers", ROOT / "course"
+# The machinery built on helpers; every other module of `course` is what helpers stands on, and never imports it.
+BUILT_ON_HELPERS = {"serving", "standins", "build", "benchmark", "exercises"}
+HELPERS_MAY_IMPORT = {"course.config", "course.resources"}  # the settings and the hardware, nothing else of course
+HELPERS_MAX_LINES = 1200  # "on the order of a thousand lines" (issue 42)
+
+
+def modules(package: Path) -> list[str]:
+    """The dotted names of a package's modules, relative to it (``exercises.checking``), without ``__init__``."""
+    return sorted(
+        ".".join(p.relative_to(package).with_suffix("").parts)
+        for p in package.rglob("*.py")
+        if p.stem != "__init__" and "metric_scripts" not in p.parts and "__pycache__" not in p.parts
+    )
 
 
 def imports(path: Path) -> set[str]:
-    """Every ``helpers...`` module that ``path`` imports, at its top or inside a function."""
+    """Every module of the course's two packages that ``path`` imports, at its top or inside a function."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -34,45 +37,71 @@ def imports(path: Path) -> set[str]:
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return {name for name in found if name.startswith("helpers.")}
+    return {name for name in found if name.split(".")[0] in ("helpers", "course") and "." in name}
 
 
-def test_every_module_is_in_a_layer_s_folder():
-    loose = sorted(p.name for p in HELPERS.glob("*.py") if p.stem != "__init__")
-    assert not loose, f"put {loose} in one of helpers/{{{','.join(LAYERS)}}}/"
+def glossary_rows(package) -> set[str]:
+    """The first word of each row of the table in a package's docstring (between its second and third ``===`` rules)."""
+    lines = package.__doc__.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("====")]
+    return {line.split()[0] for line in lines[rules[1] + 1 : rules[2]] if line[:1].isalpha()}
+
+
+def test_helpers_is_small_and_flat():
     folders = sorted(p.name for p in HELPERS.iterdir() if p.is_dir() and any(p.glob("*.py")))  # not caches
-    assert folders == sorted(LAYERS), folders
+    assert folders == ["metric_scripts"], f"helpers holds one module per stage, no packages: {folders}"
+    lines = sum(len(p.read_text().splitlines()) for p in HELPERS.rglob("*.py"))
+    assert lines <= HELPERS_MAX_LINES, f"helpers has {lines} lines: move what no lesson teaches from to course/"
 
 
-def test_no_layer_imports_a_later_one():
-    upward = []
-    for path in HELPERS.glob("*/**/*.py"):
-        layer = path.relative_to(HELPERS).parts[0]
-        for name in imports(path):
-            target = name.split(".")[1]
-            if target in LAYERS and target not in MAY_IMPORT[layer]:
-                upward.append(f"{path.relative_to(ROOT)} imports {name}")
-    assert not upward, "imports against the layers (course, pipeline, exercises, tools):\n" + "\n".join(upward)
+def test_helpers_reads_only_the_settings_and_the_hardware_of_course():
+    against = [
+        f"helpers/{path.name} imports {name}"
+        for path in HELPERS.glob("*.py")
+        for name in imports(path)
+        if name.startswith("course.") and not any(name.startswith(allowed) for allowed in HELPERS_MAY_IMPORT)
+    ]
+    assert not against, "helpers may import only " + ", ".join(sorted(HELPERS_MAY_IMPORT)) + ":\n" + "\n".join(against)
 
 
-def test_the_glossary_names_every_module_and_nothing_else():
-    rows = {line.split()[0] for line in helpers.__doc__.splitlines() if line[:1].isalpha() and line.split()}
-    lesson_checks = {m for m in MODULES if m.startswith("exercises.") and m not in rows}  # exercises.<lesson>
-    of_lessons = {lesson.exercises_module.removeprefix("helpers.") for lesson in LESSONS}
-    assert lesson_checks <= of_lessons, f"not a lesson's checks, and not in the glossary: {lesson_checks - of_lessons}"
-    missing = set(MODULES) - rows - lesson_checks
-    assert not missing, f"helpers/__init__.py's glossary misses {sorted(missing)}"
-    named = {row for row in rows if "." in row and "<" not in row}
-    assert named <= set(MODULES), f"the glossary names modules that do not exist: {sorted(named - set(MODULES))}"
+def test_what_helpers_stands_on_never_imports_helpers():
+    against = [
+        f"course/{path.relative_to(COURSE)} imports {name}"
+        for path in COURSE.rglob("*.py")
+        if path.relative_to(COURSE).parts[0].removesuffix(".py") not in BUILT_ON_HELPERS
+        for name in imports(path)
+        if name.startswith("helpers.")
+    ]
+    assert not against, "a cycle through helpers:\n" + "\n".join(against)
 
 
-def test_the_layout_section_names_every_layer_and_module():
+def test_each_glossary_names_every_module_and_nothing_else():
+    for package, folder in ((helpers, HELPERS), (course, COURSE)):
+        rows, names = glossary_rows(package), modules(folder)
+        lesson_checks = {m for m in names if m.startswith("exercises.") and m not in rows}  # exercises.<lesson>
+        of_lessons = {lesson.exercises_module.removeprefix("course.") for lesson in LESSONS}
+        assert lesson_checks <= of_lessons, f"not a lesson's checks, and not in the glossary: {lesson_checks}"
+        missing = set(names) - rows - lesson_checks
+        assert not missing, f"{package.__name__}/__init__.py's glossary misses {sorted(missing)}"
+        named = {row for row in rows if "<" not in row and True}
+        assert named <= set(names), (
+            f"{package.__name__}'s glossary names modules that do not exist: {named - set(names)}"
+        )
+
+
+def test_the_layout_section_names_every_module():
     layout = (ROOT / "docs" / "development.md").read_text()
-    missing = [name for name in MODULES if f"`{name.split('.')[-1]}`" not in layout and not name.startswith("exer")]
-    missing += [f"helpers/{layer}/" for layer in LAYERS if f"`helpers/{layer}/`" not in layout]
+    missing = [
+        f"{package}/{name}"
+        for package, folder in (("helpers", HELPERS), ("course", COURSE))
+        for name in modules(folder)
+        if name in glossary_rows(course) | glossary_rows(helpers)  # not each exercises.<lesson>
+        and f"`{name.split('.')[-1]}`" not in layout
+    ]
+    missing += [folder for folder in ("`helpers/`", "`course/`", "`course/exercises/`") if folder not in layout]
     assert not missing, f"docs/development.md's layout section misses {missing}"
 
 
 def test_the_real_data_path_does_not_import_the_stand_in_generator():
-    for path in (HELPERS / "pipeline").glob("*.py"):
-        assert "helpers.tools.synthetic" not in imports(path), f"{path.name} imports the stand-in generator"
+    for path in HELPERS.glob("*.py"):
+        assert "course.standins" not in imports(path), f"{path.name} imports the stand-in generator"

@@ -11,9 +11,9 @@ from lesson_code import from_notebook
 from PIL import Image
 from ray.train import FailureConfig
 
-from helpers.course import config
-from helpers.pipeline import cifar, features, ingest, loops, metrics, train
-from helpers.pipeline.models import standin_processor
+from course import config
+from helpers import cifar, features, ingest, loops, metrics, train
+from helpers.models import standin_processor
 
 
 def test_notebook_01s_transform_and_collator_are_those_the_later_lessons_import():
@@ -30,7 +30,7 @@ def test_notebook_01s_transform_and_collator_are_those_the_later_lessons_import(
 
 
 def test_notebook_02s_run_config_is_the_one_the_later_lessons_import(monkeypatch):
-    """02b to 05 build their RunConfig with helpers.pipeline.train.run_config: the function notebook 02 writes."""
+    """02b to 05 build their RunConfig with helpers.train.run_config: the function notebook 02 writes."""
     lesson = from_notebook("02_ray_train_finetune", "run_config")
     monkeypatch.setattr(config, "run_name", lambda name: f"{name}-at-one-time")  # the notebook's, through `config`
     monkeypatch.setattr(train, "run_name", lambda name: f"{name}-at-one-time")

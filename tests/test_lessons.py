@@ -1,4 +1,4 @@
-"""One record per lesson (helpers.course.lessons): every notebook has one and every record has its notebook, its
+"""One record per lesson (course.lessons): every notebook has one and every record has its notebook, its
 solutions, its exercise checks and a section of the budget. Fast: no Ray, no notebook runs."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from executed import calls, exercise_checks
 
-from helpers.course import config
-from helpers.course.lessons import LESSONS, Lesson
-from helpers.course.resources import plan_resources
+from course import config
+from course.lessons import LESSONS, Lesson
+from course.resources import plan_resources
 
 ROOT = Path(__file__).resolve().parent.parent
 ON_DISK = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
@@ -29,10 +29,10 @@ def code_of(path: Path) -> str:
 def test_every_notebook_has_a_record_and_every_record_a_notebook():
     recorded = [lesson.notebook for lesson in LESSONS]
     unrecorded = sorted(set(ON_DISK) - set(recorded))
-    assert not unrecorded, f"add a Lesson(notebook=...) record to helpers/course/lessons.py for {unrecorded}"
+    assert not unrecorded, f"add a Lesson(notebook=...) record to course/lessons.py for {unrecorded}"
     missing = sorted(set(recorded) - set(ON_DISK))
     assert not missing, f"records without a notebook: add notebooks/<name>.ipynb or remove the record: {missing}"
-    assert recorded == sorted(recorded), "helpers/course/lessons.py lists the lessons in the course's order"
+    assert recorded == sorted(recorded), "course/lessons.py lists the lessons in the course's order"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
@@ -62,7 +62,7 @@ def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(les
         f"{lesson.exercises_module} checks {ids}; the record says {lesson.exercises}"
     )
     code = code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
-    assert f"from helpers.exercises import {lesson.exercises_module.rsplit('.', 1)[1]} as exercises" in code
+    assert f"from course.exercises import {lesson.exercises_module.rsplit('.', 1)[1]} as exercises" in code
     checks = exercise_checks(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
     assert len(checks) == len(lesson.exercises), f"{lesson.notebook} calls {len(checks)} checks for {lesson.exercises}"
 

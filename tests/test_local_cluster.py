@@ -125,7 +125,7 @@ def run_on_cluster(code: str, env: dict[str, str]) -> subprocess.CompletedProces
 
 TASKS = """
 import sys, time, ray
-from helpers.course.cluster import init_ray
+from course.cluster import init_ray
 init_ray()
 @ray.remote(num_cpus=1, scheduling_strategy="SPREAD")  # both nodes, even when one worker could run all eight
 def where(i):

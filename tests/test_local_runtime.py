@@ -10,7 +10,7 @@ import pytest
 
 LOCAL_RUNTIME = """
 import json, psutil, ray
-from helpers.course.cluster import init_ray
+from course.cluster import init_ray
 init_ray()
 ray.get(ray.remote(lambda: 1).remote())
 wide = []
@@ -39,7 +39,7 @@ def test_a_notebooks_own_local_runtime_listens_on_loopback_only():
 def test_ray_data_uses_this_machines_cores_only_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import ray.data
 
-    from helpers.course.cluster import LOCAL_DATA_CPUS, configure_ray_data
+    from course.cluster import LOCAL_DATA_CPUS, configure_ray_data
 
     context = ray.data.DataContext.get_current()
     saved = context.execution_options.resource_limits

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from helpers.pipeline.measure import busy, mixedness, stamp
+from helpers.measure import busy, mixedness, stamp
 
 
 def test_mixedness_is_zero_for_order_and_near_one_for_a_shuffle():

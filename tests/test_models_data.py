@@ -2,11 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.course import config
-from helpers.pipeline import catalog
-from helpers.pipeline.beans import class_names_of, load_beans
-from helpers.pipeline.models import load_classifier, load_processor, predict, standin_processor, standin_vit
-from helpers.tools import build
+from course import build, config
+from helpers import catalog
+from helpers.beans import class_names_of, load_beans
+from helpers.models import load_classifier, load_processor, predict, standin_processor, standin_vit
 
 CHECKPOINT = config.DATA_DIR / config.STANDIN_VIT
 

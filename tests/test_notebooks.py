@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from executed import BROWSER_READY, IN_THE_BROWSER, NOTEBOOKS, SERVE, problems, run
 
-from helpers.course import results
+from course import results
 
 IN_JUPYTERLAB = pytest.mark.skip(reason="run in JupyterLab by tests/test_browser.py, and checked there the same way")
 
@@ -32,7 +32,7 @@ def test_notebook_runs_learns_and_reads_well(path):
     outcome = run(path)
     assert outcome.ok, f"{path.name}: {outcome.status} (executed copy in results/executed/)"
     recorded = results.read(path.stem)
-    assert recorded, f"{path.name} recorded no headline figure (helpers.course.results.record)"
+    assert recorded, f"{path.name} recorded no headline figure (course.results.record)"
     assert recorded["value"] >= recorded["floor"], recorded
     found = problems(path)
     assert not found, f"{path.name}: " + "; ".join(found)

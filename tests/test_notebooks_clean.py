@@ -14,7 +14,7 @@ from pathlib import Path
 import executed
 import pytest
 
-from helpers.course.lessons import lesson_named
+from course.lessons import lesson_named
 
 ROOT = Path(__file__).parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

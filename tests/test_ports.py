@@ -11,7 +11,7 @@ import time
 
 from ports import SocketWatch
 
-# What each of notebook 05's XGBoost workers did under Ray's own XGBoostConfig, before helpers.course.distributed gave
+# What each of notebook 05's XGBoost workers did under Ray's own XGBoostConfig, before course.distributed gave
 # it one worker and no collective on this machine: join the tracker, which makes XGBoost listen on every interface.
 XGBOOST_WORKER = """
 import threading, time

@@ -21,10 +21,10 @@ from local_s3 import local_s3
 from PIL import Image
 from ray.data.expressions import col
 
-from helpers.course import config
-from helpers.course.cluster import configure_ray_data, init_ray
-from helpers.pipeline.cifar import load_split
-from helpers.pipeline.ingest import (
+from course import config
+from course.cluster import configure_ray_data, init_ray
+from helpers.cifar import load_split
+from helpers.ingest import (
     add_shapes,
     check_label_table,
     check_labels,
@@ -36,7 +36,7 @@ from helpers.pipeline.ingest import (
 STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
 STANDIN_CIFAR10 = config.DATA_DIR / config.STANDIN_CIFAR10
 BUCKET = "course-data"
-# The real sources' buckets and prefixes (helpers.course.config), and a synset imagenette has but the course skips.
+# The real sources' buckets and prefixes (course.config), and a synset imagenette has but the course skips.
 REAL_IMAGENETTE = ("air-example-data-2", "imagenette2")
 REAL_CIFAR10 = ("ray-example-data", "cifar10-parquet")
 SKIPPED_SYNSET = "n03000684"

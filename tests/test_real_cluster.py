@@ -26,11 +26,11 @@ from ray.runtime_env import RuntimeEnv
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from helpers.course import config
-from helpers.course.cluster import FREED_MEMORY_RETURNED, CompactRuntimeEnv, init_ray, job_runtime_env
-from helpers.course.distributed import torch_config
-from helpers.pipeline.loops import report_epoch
-from helpers.pipeline.train import run_config
+from course import config
+from course.cluster import FREED_MEMORY_RETURNED, CompactRuntimeEnv, init_ray, job_runtime_env
+from course.distributed import torch_config
+from helpers.loops import report_epoch
+from helpers.train import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET = "course-storage"
@@ -111,7 +111,7 @@ def run_and_look() -> dict:
 
 @pytest.mark.cluster
 def test_the_runs_checkpoint_goes_to_the_bucket_and_loads_back(seen):
-    """The course's RunConfig (helpers.pipeline.train.run_config) with COURSE_STORAGE_PATH on a bucket: the workers,
+    """The course's RunConfig (helpers.train.run_config) with COURSE_STORAGE_PATH on a bucket: the workers,
     on the node that shares no files, reach it with the endpoint and keys init_ray gave the job."""
     assert seen["checkpoint"].startswith(f"{BUCKET}/ray/test-real-cluster-"), seen["checkpoint"]
     assert any(key.endswith("/seen.json") for key in seen["stored"]), f"no checkpoint in the bucket: {seen['stored']}"
@@ -125,7 +125,7 @@ def test_train_workers_and_their_data_tasks_run_in_the_jobs_runtime_env(seen):
     for who in [seen["worker"], *seen["tasks"]]:
         assert who["runtime_env"] == seen["job"], (
             "a Ray Train worker or one of its Ray Data tasks runs in another runtime env than the job's: Ray "
-            "starts new worker processes for it (helpers.course.cluster.CompactRuntimeEnv; has Ray changed how it "
+            "starts new worker processes for it (course.cluster.CompactRuntimeEnv; has Ray changed how it "
             f"merges or writes runtime envs?)\njob:    {seen['job']}\nworker: {who['runtime_env']}"
         )
 
@@ -156,7 +156,7 @@ def test_workers_run_on_a_node_that_sees_no_checkout_and_get_helpers_with_the_jo
 def test_data_or_storage_on_the_drivers_disk_only_is_an_error_naming_the_setting(tmp_path):
     local = ROOT / "results" / "test-driver-only"  # in the checkout: the worker node cannot see it
     env = {**os.environ, config.DATA_DIR_ENV: str(ROOT / "data"), config.STORAGE_ENV: str(local)}
-    code = "from helpers.course.cluster import init_ray; init_ray()"
+    code = "from course.cluster import init_ray; init_ray()"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
     assert result.returncode != 0, "a cluster whose node cannot see the data must not start the lesson"
     said = result.stderr.strip().splitlines()[-5:]
@@ -167,11 +167,11 @@ def test_data_or_storage_on_the_drivers_disk_only_is_an_error_naming_the_setting
     local.rmdir()
 
 
-def test_the_jobs_runtime_env_ships_helpers_and_the_settings(monkeypatch):
+def test_the_jobs_runtime_env_ships_both_packages_and_the_settings(monkeypatch):
     monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2")
     monkeypatch.setenv(config.STORAGE_ENV, "s3://bucket/course")
     env = job_runtime_env({"env_vars": {"EXTRA": "1"}})
-    assert env["py_modules"] == [str(ROOT / "helpers")] and "__pycache__" in env["excludes"]
+    assert env["py_modules"] == [str(ROOT / "helpers"), str(ROOT / "course")] and "__pycache__" in env["excludes"]
     variables = env["env_vars"]
     assert variables[config.DATA_DIR_ENV] == str(config.DATA_DIR)
     assert variables[config.STORAGE_ENV] == "s3://bucket/course"

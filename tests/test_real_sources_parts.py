@@ -18,9 +18,9 @@ from PIL import Image
 from real_sources import BEANS_ID, BEANS_OLD_ID, build_beans, build_model
 from standin_hub import standin_hub
 
-from helpers.course import config
-from helpers.course.cluster import PASSED_TO_WORKERS, job_env_vars
-from helpers.pipeline.cifar import load_split
+from course import config
+from course.cluster import PASSED_TO_WORKERS, job_env_vars
+from helpers.cifar import load_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import doctor  # noqa: E402
@@ -88,7 +88,7 @@ def test_todays_client_refuses_the_old_beans_id_before_any_request(online):
 
 
 def test_beans_loads_by_its_id_with_the_real_columns_and_class_names(online):
-    from helpers.pipeline.beans import class_names_of, load_beans
+    from helpers.beans import class_names_of, load_beans
 
     ds = load_beans(config.get_sources("real"))
     assert {split: len(ds[split]) for split in ds} == MINI_BEANS
@@ -98,7 +98,7 @@ def test_beans_loads_by_its_id_with_the_real_columns_and_class_names(online):
 
 
 def test_the_cpu_models_processor_and_new_head_load_through_the_auto_classes(online):
-    from helpers.pipeline.models import load_classifier, load_processor
+    from helpers.models import load_classifier, load_processor
 
     model_id = config.REAL_MODELS["cpu"]
     processor = load_processor(model_id)
@@ -114,7 +114,7 @@ def test_the_gpu_models_config_and_processor_load_through_the_auto_classes(onlin
     """The gpu budget's ViT-B/16: its published config and processor, as the Hub serves them (weights left out)."""
     from transformers import AutoConfig
 
-    from helpers.pipeline.models import load_processor
+    from helpers.models import load_processor
 
     model_id = config.REAL_MODELS["gpu"]
     model_config = AutoConfig.from_pretrained(model_id)
@@ -169,7 +169,7 @@ def test_the_hugging_face_caches_reach_rays_workers(monkeypatch, tmp_path):
 
 
 def test_the_413_answer_names_the_real_input_size():
-    from helpers.pipeline.serving import BadImage, read_image
+    from course.serving import BadImage, read_image
 
     with pytest.raises(BadImage) as refused:
         read_image(b"x" * 20, max_bytes=10)

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 import pytest
 from executed import ROOT, output_lines, problems, run
 
-from helpers.course import config, results
+from course import config, results
 
 NOTEBOOK = ROOT / "notebooks" / "02_ray_train_finetune.ipynb"
 RUN = "02-beans-ray-train"

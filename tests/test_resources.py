@@ -1,5 +1,5 @@
-from helpers.course import config
-from helpers.course.resources import cluster_gpus, plan_resources
+from course import config
+from course.resources import cluster_gpus, plan_resources
 
 CPU, GPU = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import results
-from helpers.course.lessons import Lesson, lesson_named
+from course import results
+from course.lessons import Lesson, lesson_named
 
 TOY = Lesson(notebook="nb", title="a toy", headline="toy accuracy", floor=0.8, exercises=(), budget="beans")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import Trainer, TrainingArguments
 
-from helpers.pipeline.models import standin_vit
-from helpers.pipeline.train import ResumableTrainer
+from helpers.models import standin_vit
+from helpers.train import ResumableTrainer
 
 
 def weights_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:

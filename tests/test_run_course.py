@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
-    "a_ok": "from helpers.course import lessons, results\n"
+    "a_ok": "from course import lessons, results\n"
     "toy = lessons.Lesson('a_ok', 'a toy', 'toy accuracy', floor=0.5, exercises=(), budget='beans')\n"
     "results.record('a_ok', 0.9, lesson=toy)",
     "b_fails": "raise ValueError('a broken cell')",

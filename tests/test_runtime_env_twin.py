@@ -1,5 +1,5 @@
 """Notebook 00 writes out the `ray.init` call, the job's runtime env and all, that the later lessons make through
-`helpers.course.cluster.init_ray`: the two stay the same call. Nothing starts Ray here."""
+`course.cluster.init_ray`: the two stay the same call. Nothing starts Ray here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import ray
 from ray._private import ray_constants
 
-from helpers.course import cluster
+from course import cluster
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_ray_core.ipynb"
 
@@ -46,5 +46,5 @@ def test_notebook_00s_ray_init_is_the_call_init_ray_makes(address, monkeypatch):
     lesson_env, helper_env = dict(lesson.pop("runtime_env")), dict(helper.pop("runtime_env"))
     assert lesson == helper, "notebook 00's ray.init and init_ray's differ"
     assert [Path(p).resolve() for p in lesson_env.pop("py_modules")] == [Path(p) for p in helper_env.pop("py_modules")]
-    assert lesson_env == helper_env, "notebook 00's runtime env and helpers.course.cluster.job_runtime_env differ"
+    assert lesson_env == helper_env, "notebook 00's runtime env and course.cluster.job_runtime_env differ"
     assert lesson_env["env_vars"][cluster.config.DATA_DIR_ENV] == str(cluster.config.DATA_DIR)

@@ -25,8 +25,7 @@ import requests
 from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run
 from ports import free_port, listening_beyond_loopback
 
-from helpers.course import config, results
-from helpers.pipeline import serving
+from course import config, results, serving
 
 NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == SERVE)
 OUT = config.RESULTS_DIR / "serve"
@@ -41,7 +40,7 @@ def attached():
     """This process attached to the cluster in $RAY_ADDRESS (or a local Ray), to list its actors."""
     import ray
 
-    from helpers.course.cluster import init_ray
+    from course.cluster import init_ray
 
     init_ray()
     yield

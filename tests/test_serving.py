@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.course import config
-from helpers.pipeline import serving
-from helpers.pipeline.serving import BadImage, read_image
+from course import config, serving
+from course.serving import BadImage, read_image
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from executed import NOTEBOOKS, ROOT, exercise_checks, run
 
-from helpers.course import config
-from helpers.exercises import checking
+from course import config
+from course.exercises import checking
 
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 LESSONS = [path for path in NOTEBOOKS if (ROOT / "solutions" / path.name).exists()]

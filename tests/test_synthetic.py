@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.course import config
-from helpers.pipeline import catalog
-from helpers.tools import build, synthetic
+from course import build, config, standins
+from helpers import catalog
 
 
 def test_images_depend_only_on_seed_split_and_index():
-    a = synthetic.leaf_image(1, synthetic.rng_for("beans", "train", 7))
-    b = synthetic.leaf_image(1, synthetic.rng_for("beans", "train", 7))
-    c = synthetic.leaf_image(1, synthetic.rng_for("beans", "train", 8))
+    a = standins.leaf_image(1, standins.rng_for("beans", "train", 7))
+    b = standins.leaf_image(1, standins.rng_for("beans", "train", 7))
+    c = standins.leaf_image(1, standins.rng_for("beans", "train", 8))
     assert np.array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(a), np.asarray(c))
     x1, y1 = build.shapes_arrays("test", 20)
@@ -29,7 +28,7 @@ def test_shapes_are_cifar_sized_and_balanced():
 def test_classes_differ_on_average():
     """Each beans-like class must carry a signal: its mean image differs from the others'."""
     means = [
-        np.mean([np.asarray(synthetic.leaf_image(k, synthetic.rng_for("t", "x", i)), float) for i in range(30)], axis=0)
+        np.mean([np.asarray(standins.leaf_image(k, standins.rng_for("t", "x", i)), float) for i in range(30)], axis=0)
         for k in range(3)
     ]
     red_minus_green = [float((m[..., 0] - m[..., 1]).mean()) for m in means]
@@ -40,14 +39,14 @@ def test_imagenette_build_has_layout_labels_and_grayscale_share(tmp_path):
     build.build_imagenette(tmp_path)
     rows = list(csv.DictReader(open(tmp_path / "labels.csv")))
     files = sorted(tmp_path.glob("*/*/*.JPEG"))
-    assert len(rows) == len(files) == 2 * sum(synthetic.IMAGENETTE_SPLITS.values())
+    assert len(rows) == len(files) == 2 * sum(standins.IMAGENETTE_SPLITS.values())
     assert {r["file_name"] for r in rows} == {f.name for f in files}
-    for split, n in synthetic.IMAGENETTE_SPLITS.items():
+    for split, n in standins.IMAGENETTE_SPLITS.items():
         for synset, kind in catalog.IMAGENETTE_SYNSETS.items():
             folder = sorted((tmp_path / split / synset).glob("*.JPEG"))
             assert len(folder) == n
             gray = sum(Image.open(f).mode == "L" for f in folder)
-            assert gray == round(n * synthetic.GRAYSCALE_SHARE) > 0
+            assert gray == round(n * standins.GRAYSCALE_SHARE) > 0
             assert {r["label"] for r in rows if r["file_name"] in {f.name for f in folder}} == {kind}
 
 
@@ -56,7 +55,7 @@ def test_rebuild_is_identical(tmp_path, name):
     """`make data` twice gives the same bytes (compared on a sample of files)."""
     if name == config.STANDIN_BEANS:  # the full build takes seconds; compare a few images instead
         split, i = "validation", 5
-        first = synthetic.leaf_image(i % 3, synthetic.rng_for("beans", split, i))
+        first = standins.leaf_image(i % 3, standins.rng_for("beans", split, i))
         built = config.require_local(config.DATA_DIR / name, "beans") / split / catalog.BEANS_CLASSES[i % 3]
         assert np.array_equal(np.asarray(Image.open(built / f"{split}_{i:04d}.png")), np.asarray(first))
         return
@@ -77,7 +76,7 @@ def test_built_cifar10_parquet_has_image_and_label_columns():
     import pyarrow.parquet as pq
 
     root = config.require_local(config.DATA_DIR / config.STANDIN_CIFAR10, "cifar10")
-    for split, n in synthetic.CIFAR10_SPLITS.items():
+    for split, n in standins.CIFAR10_SPLITS.items():
         table = pq.read_table(root / split)
         assert table.column_names == ["image", "label"] and table.num_rows == n
         parts = sorted((root / split).glob("*.parquet"))

@@ -1,4 +1,4 @@
-"""Notebook 01's `TrainingArguments` and the Ray workers' recipe (helpers.pipeline.train.worker_training_args) agree.
+"""Notebook 01's `TrainingArguments` and the Ray workers' recipe (helpers.train.worker_training_args) agree.
 
 The workers run notebook 01's fine-tune; the recipe is written twice (once in the notebook, where a
 learner reads it, once for the workers). This test reads notebook 01's call and fails on any
@@ -14,9 +14,9 @@ import pytest
 from executed import calls
 from transformers import TrainingArguments
 
-from helpers.course import config
-from helpers.course.resources import loader_workers
-from helpers.pipeline.train import worker_training_args
+from course import config
+from course.resources import loader_workers
+from helpers.train import worker_training_args
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_local_finetune.ipynb"
 WORKERS = 2

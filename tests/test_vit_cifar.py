@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.course import config
-from helpers.pipeline.cifar import load_split, normalize
-from helpers.pipeline.loops import pairs, train_epoch, validate
-from helpers.pipeline.vit import FULL, SMALL, Architecture, VisionTransformer, architecture_named, count_parameters
+from course import config
+from helpers.cifar import load_split, normalize
+from helpers.loops import pairs, train_epoch, validate
+from helpers.vit import FULL, SMALL, Architecture, VisionTransformer, architecture_named, count_parameters
 
 CIFAR = str(config.DATA_DIR / config.STANDIN_CIFAR10)
 
@@ -65,7 +65,7 @@ def test_pairs_turns_ray_batches_into_tuples():
 
 def test_load_split_gives_the_same_pixels_with_and_without_rays_tensor_type():
     """Importing ray.data registers Ray's tensor column type, which changes what pyarrow returns."""
-    script = f"from helpers.pipeline.cifar import load_split; print(int(load_split({CIFAR!r}, 'test', 20)[0].sum()))"
+    script = f"from helpers.cifar import load_split; print(int(load_split({CIFAR!r}, 'test', 20)[0].sum()))"
     without_ray = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     import ray.data  # noqa: F401
 
@@ -74,7 +74,7 @@ def test_load_split_gives_the_same_pixels_with_and_without_rays_tensor_type():
 
 def test_ray_data_workers_can_normalize_without_importing_torch():
     """Notebook 04's ``map_batches`` makes every Ray Data worker import pipeline.cifar: torch cost 2-10 s each."""
-    script = "import sys, helpers.pipeline.cifar; print(sorted(m for m in ('torch', 'ray.train') if m in sys.modules))"
+    script = "import sys, helpers.cifar; print(sorted(m for m in ('torch', 'ray.train') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -97,8 +97,8 @@ def notebook_function(notebook: str, name: str, namespace: dict):
 
 
 def test_notebook_04s_normalize_batch_and_its_helper_twin_agree():
-    """`make bench` maps helpers.pipeline.cifar.normalize_batch over the images that notebook 04 maps its own over."""
-    from helpers.pipeline.cifar import normalize_batch
+    """`make bench` maps helpers.cifar.normalize_batch over the images that notebook 04 maps its own over."""
+    from helpers.cifar import normalize_batch
 
     written = notebook_function("04_cifar10_pytorch_to_ray.ipynb", "normalize_batch", {"normalize": normalize})
     batch = {"image": np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8), "label": np.arange(4)}

@@ -15,8 +15,8 @@ import pytest
 import ray.serve._private.replica
 from ray._common import tls_utils
 
-from helpers.course import worker_setup
-from helpers.course.cluster import FREED_MEMORY_RETURNED, WORKER_SETUP_HOOK, job_runtime_env
+from course import worker_setup
+from course.cluster import FREED_MEMORY_RETURNED, WORKER_SETUP_HOOK, job_runtime_env
 
 
 def test_every_interface_becomes_loopback_and_nothing_else_changes():

@@ -1,0 +1,526 @@
+"""Course configuration, in one place: paths, the data/model sources, the budget, storage and run names.
+
+Two settings, independent of each other:
+
+* ``COURSE_SOURCES`` picks where data and the pretrained model come from. ``standin`` (default): small,
+  offline stand-ins that ``make data`` builds in ``data/``. ``real``: the Hugging Face Hub's ``beans``
+  and a pretrained image classifier (:data:`REAL_MODELS`: a small one for the cpu budget, ViT-B/16 for the gpu
+  budget), CIFAR-10 and imagenette on S3 (network needed). Both go through the same code;
+  ``COURSE_MODEL`` names another pretrained model than the sources' own.
+* ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
+  cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from course.lessons import lesson_named
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
+DATA_DIR_ENV = "COURSE_DATA_DIR"
+DATA_DIR = Path(os.environ.get(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()
+# What this process writes for you to read (executed notebooks, headline figures, exercise verdicts).
+RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR") or REPO_ROOT / "results").absolute()
+# What Ray's workers write (checkpoints, predictions): results/ray, or storage every node reaches (see storage_path).
+STORAGE_ENV = "COURSE_STORAGE_PATH"
+
+SOURCES_ENV = "COURSE_SOURCES"
+# The pretrained model the beans and dogs lessons (01 to 03, and 06 serving 03's) fine-tune, named once: unset, the
+# stand-in (COURSE_SOURCES=standin) or REAL_MODELS[budget] (real). Any image classifier that transformers' Auto classes
+# load will do, a Hub id (with COURSE_SOURCES=real: the Hub is reachable) or a `save_pretrained` folder written as a
+# path (/..., ./... or ~/...).
+MODEL_ENV = "COURSE_MODEL"
+# The real pretrained model, by budget. cpu: DeiT-tiny (5.7 M parameters, an ImageNet-1k classifier, 224 px): a
+# lesson fine-tunes it on real photos in minutes on a laptop's CPU. gpu: ViT-B/16 pretrained on ImageNet-21k (86 M
+# parameters, no classification head), the course's model on a GPU.
+REAL_MODELS = {"cpu": "facebook/deit-tiny-patch16-224", "gpu": "google/vit-base-patch16-224-in21k"}
+REAL_BEANS = "AI-Lab-Makerere/beans"  # the Hub's beans, under its owner's name (the old id `beans` is refused)
+# The public buckets' region. S3 answers only in a bucket's own region, and pyarrow takes us-east-1 where a machine has
+# no AWS settings; Ray Data looks the region up itself. Another bucket's region is looked up (pyarrow.fs.from_uri).
+PUBLIC_BUCKET_REGIONS = {"air-example-data-2": "us-west-2", "ray-example-data": "us-west-2"}
+BUDGET_ENV = "COURSE_BUDGET"
+VERBOSE_ENV = "COURSE_VERBOSE"
+ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
+BUILD_COMMAND = "make data"
+
+# Names of the stand-ins, said plainly: they are synthetic and built by this repo.
+STANDIN_BEANS = "synthetic-beans"
+STANDIN_IMAGENETTE = "synthetic-imagenette-dogs-fish"
+STANDIN_CIFAR10 = "synthetic-cifar10"
+STANDIN_VIT = "vit-tiny-pretrained-on-synthetic-cifar10"
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where each data set and the pretrained model come from."""
+
+    kind: str
+    beans: str  # a local imagefolder directory, or a Hub dataset id
+    model: str  # the pretrained image classifier 01 to 03 fine-tune: a `save_pretrained` folder, or a Hub model id
+    imagenette: str  # URI of a folder holding train/ and val/ synset folders
+    imagenette_labels: str  # URI of the labels CSV (file_name,label)
+    cifar10: str  # URI of a folder holding train/ and test/ parquet files
+
+
+@dataclass(frozen=True)
+class CoreBudget:
+    """Lesson 00, Ray Core's tasks and actors."""
+
+    tasks: int  # calls of the lesson's slow function: a loop of them, then as many tasks at once
+    task_seconds: float  # how long one call waits (it stands for a download, a query, a remote call)
+    array_mb: int  # megabytes of the array that many tasks read (ray.put)
+
+
+@dataclass(frozen=True)
+class BeansBudget:
+    """Lessons 01, 02 and 02b: the beans fine-tune (Hugging Face Trainer)."""
+
+    train_steps: int  # optimizer steps
+    batch_size: int  # global: notebook 01's one device, or split across Ray Train's workers
+    eval_steps: int  # evaluate (and checkpoint) every this many steps
+    learning_rate: float
+
+
+@dataclass(frozen=True)
+class DogsBudget:
+    """Lesson 03: dogs vs fish from Ray Data shards, then batch inference."""
+
+    train_steps: int
+    eval_steps: int
+    batch_size: int  # global
+    learning_rate: float
+    shuffle_buffer: int  # rows of each worker's local shuffle buffer (iter_torch_batches)
+    inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
+
+
+@dataclass(frozen=True)
+class CifarBudget:
+    """Lesson 04: CIFAR-10 with the plain-PyTorch ViT (lesson 07 tunes the same model)."""
+
+    architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
+    train_size: int | None  # images of the train split to use (None: all)
+    valid_size: int | None  # images of the test split to validate on (None: all)
+    epochs: int
+    batch_size: int  # global
+    learning_rate: float
+    shuffle_buffer: int  # rows of Ray Data's local shuffle buffer, per worker (iter_torch_batches)
+
+
+@dataclass(frozen=True)
+class PlaybookBudget:
+    """Lesson 05: the data-loading playbook's small models."""
+
+    rows: int  # CIFAR-10 rows read by the playbook's examples
+    epochs: int
+    batch_size: int  # per worker
+    learning_rate: float
+    xgboost_rounds: int
+    tensorflow_epochs: int
+    tensorflow_learning_rate: float
+
+
+@dataclass(frozen=True)
+class ServeBudget:
+    """Lesson 06: serving the fine-tuned model with Ray Serve."""
+
+    max_batch_size: int  # requests a replica groups into one forward pass (@serve.batch)
+    batch_wait_s: float  # how long a replica waits for more requests before it runs a smaller batch
+    load_requests: int  # requests of one load test (each held-out image at most once per test)
+    load_concurrency: int  # requests in flight at once during a load test: the clients
+    max_replicas: int  # the most replicas autoscaling may start (each holds a copy of the model)
+    upscale_delay_s: float  # how long the load must stay high before autoscaling adds a replica
+    downscale_delay_s: float  # how long it must stay low before autoscaling removes one
+    look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
+    target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
+
+
+@dataclass(frozen=True)
+class TuneBudget:
+    """Lesson 07: choosing notebook 04's hyperparameters with Ray Tune."""
+
+    train_size: int  # the first images of the train split: what every trial trains on
+    valid_size: int  # the next images of the train split: the validation set that ranks the trials
+    test_size: int | None  # images of the test split that judge the chosen model at the end (None: all)
+    samples: int  # trials of the search with early stopping (ASHA), each training in its own Tune process
+    epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
+    train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
+    train_epochs: int  # epochs of each of those trials
+    workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
+    train_trials_at_once: int | None  # at most, for memory: 4 processes with torch per trial (None: as resources allow)
+    batch_sizes: tuple[int, ...]  # the batch sizes both searches choose from; notebook 04's batch is one of them
+
+
+SECTIONS = {
+    "core": CoreBudget,
+    "beans": BeansBudget,
+    "dogs": DogsBudget,
+    "cifar": CifarBudget,
+    "playbook": PlaybookBudget,
+    "serve": ServeBudget,
+    "tune": TuneBudget,
+}  # a lesson's record (course.lessons) names the section it reads
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much work each lesson does, and with how many workers: follows the hardware, not the sources.
+
+    ``cpu`` is a laptop's budget (minutes per notebook on 2 cores); ``gpu`` is the real thing for a GPU
+    cluster (the seeds' settings). The fields every lesson shares come first, then one section per lesson
+    (``budget.beans.train_steps``). Every knob a notebook turns comes from here.
+    """
+
+    kind: str
+    max_workers: int  # Ray Train workers (one per GPU on a GPU cluster, up to this many)
+    max_actors: int  # actors of a batch-inference or featurizing pool
+    eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
+    core: CoreBudget
+    beans: BeansBudget
+    dogs: DogsBudget
+    cifar: CifarBudget
+    playbook: PlaybookBudget
+    serve: ServeBudget
+    tune: TuneBudget
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Budget:
+        """The budget that ``dataclasses.asdict`` turned into ``values`` (a Ray Train worker's ``loop_config``)."""
+        return cls(**{k: SECTIONS[k](**v) if k in SECTIONS else v for k, v in values.items()})
+
+    def shared(self) -> dict:
+        """The fields every lesson shares (not a section)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS and f.name != "kind"}
+
+
+def _standin_sources(data_dir: Path, budget: str) -> Sources:
+    imagenette = data_dir / STANDIN_IMAGENETTE
+    return Sources(
+        kind="standin",
+        beans=str(data_dir / STANDIN_BEANS),
+        model=str(data_dir / STANDIN_VIT),
+        imagenette=str(imagenette),
+        imagenette_labels=str(imagenette / "labels.csv"),
+        cifar10=str(data_dir / STANDIN_CIFAR10),
+    )
+
+
+def _real_sources(data_dir: Path, budget: str) -> Sources:
+    return Sources(
+        kind="real",
+        beans=REAL_BEANS,
+        model=REAL_MODELS[budget],
+        imagenette="s3://anonymous@air-example-data-2/imagenette2",
+        # imagenette ships no labels file: notebook 03 writes one from the real folders on first use (ensure_labels).
+        imagenette_labels=str(data_dir / "imagenette2-labels.csv"),
+        cifar10="s3://anonymous@ray-example-data/cifar10-parquet",
+    )
+
+
+_SOURCES = {"standin": _standin_sources, "real": _real_sources}
+
+_CPU = Budget(
+    kind="cpu",
+    max_workers=2,
+    max_actors=2,
+    eval_batch_size=64,
+    core=CoreBudget(tasks=8, task_seconds=0.5, array_mb=40),
+    beans=BeansBudget(train_steps=300, batch_size=32, eval_steps=50, learning_rate=1e-3),
+    dogs=DogsBudget(
+        train_steps=300, eval_steps=50, batch_size=32, learning_rate=1e-3, shuffle_buffer=256, inference_batch_size=64
+    ),
+    cifar=CifarBudget(
+        architecture="small",
+        train_size=4000,
+        valid_size=1000,
+        epochs=2,
+        batch_size=64,
+        learning_rate=1e-3,
+        shuffle_buffer=1000,
+    ),
+    playbook=PlaybookBudget(
+        rows=2000,
+        epochs=2,
+        batch_size=64,
+        learning_rate=0.01,
+        xgboost_rounds=30,
+        tensorflow_epochs=5,
+        tensorflow_learning_rate=0.2,
+    ),
+    serve=ServeBudget(
+        max_batch_size=16,
+        batch_wait_s=0.01,
+        load_requests=100,
+        load_concurrency=16,
+        max_replicas=2,
+        upscale_delay_s=2.0,
+        downscale_delay_s=5.0,
+        look_back_s=11.0,
+        target_ongoing_requests=4,
+    ),
+    tune=TuneBudget(
+        train_size=800,
+        valid_size=500,
+        test_size=1000,
+        samples=4,
+        epochs=3,
+        train_samples=3,  # one at a time: 2 run to their end, the third is interrupted (step 4) and resumed (step 5)
+        train_epochs=2,
+        workers=2,
+        train_trials_at_once=1,  # two at once (about 2 GB each) took the cluster past a laptop's 8 GB
+        batch_sizes=(32, 64, 128),
+    ),
+)
+# The cpu budget's changes for the real sources: the real model (DeiT-tiny, 224 px) trains at about 18 images/s on
+# 2 cores, against thousands for the stand-in (64 px). Fewer, smaller steps keep each lesson within about 10 minutes
+# there: beans 80 steps of 16 (1.2 epochs of its 1034 photos), dogs 60 steps of 16. A pretrained classifier fine-tunes
+# at a lower learning rate than the stand-in's 1e-3.
+REAL_CPU = {
+    "beans": dict(train_steps=80, batch_size=16, eval_steps=20, learning_rate=3e-4),  # 02b crashes after 2.5 evals
+    "dogs": dict(train_steps=60, eval_steps=30, batch_size=16, learning_rate=3e-4, inference_batch_size=32),
+}
+_BUDGETS = {
+    "cpu": _CPU,
+    "gpu": replace(
+        _CPU,
+        kind="gpu",
+        max_workers=16,
+        max_actors=8,
+        beans=replace(_CPU.beans, train_steps=200, learning_rate=2e-4),
+        dogs=replace(_CPU.dogs, train_steps=150, batch_size=64, learning_rate=2e-4, inference_batch_size=128),
+        cifar=replace(_CPU.cifar, architecture="full", train_size=None, valid_size=None, epochs=10, batch_size=512),
+        playbook=replace(_CPU.playbook, rows=10_000),
+        serve=replace(_CPU.serve, max_batch_size=32, load_concurrency=64, max_replicas=8),
+        tune=replace(
+            _CPU.tune,
+            train_size=45_000,
+            valid_size=5_000,
+            test_size=None,
+            samples=16,
+            epochs=10,
+            train_samples=8,
+            train_epochs=10,
+            train_trials_at_once=None,
+            batch_sizes=(128, 256, 512),  # notebook 04's 512 among them: its choice is the searches' first trial
+        ),
+    ),
+}
+
+
+def sources_kind(kind: str | None = None) -> str:
+    """The chosen kind of sources: the argument, else ``$COURSE_SOURCES``, else ``standin``."""
+    kind = (kind or os.environ.get(SOURCES_ENV) or "standin").strip().lower()
+    if kind not in _SOURCES:
+        raise ValueError(
+            f"{SOURCES_ENV}={kind!r} is not a known setting: use one of {sorted(_SOURCES)} "
+            f"(for example `export {SOURCES_ENV}=standin`)."
+        )
+    return kind
+
+
+def get_sources(kind: str | None = None, data_dir: Path | None = None, budget: Budget | None = None) -> Sources:
+    """The sources for ``kind`` (see :func:`sources_kind`), with ``$COURSE_MODEL``'s model where it is set.
+
+    The real sources' model follows ``budget`` (:data:`REAL_MODELS`; without one, :func:`budget_kind` with no GPUs)."""
+    sources = _SOURCES[sources_kind(kind)](data_dir or data_folder(), budget.kind if budget else budget_kind())
+    model = os.environ.get(MODEL_ENV)
+    return replace(sources, model=model) if model else sources
+
+
+def data_folder() -> Path:
+    """:data:`DATA_DIR`, a folder: the stand-ins are read as files (a Hugging Face image folder, a saved model), so on
+    a cluster they go on a shared mount. A bucket is the storage's place (``COURSE_STORAGE_PATH``), not the data's."""
+    setting = os.environ.get(DATA_DIR_ENV, "")
+    if "://" in setting:
+        raise ValueError(
+            f"{DATA_DIR_ENV}={setting} is a URI: it must be a folder every node mounts (an NFS mount such as "
+            f"/mnt/cluster_storage/vit-ray-course/data). Buckets work for {STORAGE_ENV} (checkpoints and outputs), "
+            f"and {SOURCES_ENV}=real reads the public data sets from S3 itself."
+        )
+    return DATA_DIR
+
+
+def budget_kind(gpus: float = 0, kind: str | None = None) -> str:
+    """The budget: the argument, else ``$COURSE_BUDGET``, else ``gpu`` when there are GPUs, ``cpu`` otherwise."""
+    kind = (kind or os.environ.get(BUDGET_ENV) or ("gpu" if gpus else "cpu")).strip().lower()
+    if kind not in _BUDGETS:
+        raise ValueError(
+            f"{BUDGET_ENV}={kind!r} is not a known budget: use one of {sorted(_BUDGETS)} "
+            f"(or leave it unset: the course picks gpu when the cluster has GPUs)."
+        )
+    return kind
+
+
+# Whether a notebook's headline must reach its floor (course.results.record): `enforce` (default), or `report`
+# for a run whose content cannot learn (the real-sources rehearsal's random weights): the figure and its floor are
+# printed, and nothing is enforced.
+FLOORS_ENV = "COURSE_FLOORS"
+FLOORS = ("enforce", "report")
+
+
+def floors() -> str:
+    """``$COURSE_FLOORS``: ``enforce`` (default) or ``report``; anything else is an error that names both."""
+    value = (os.environ.get(FLOORS_ENV) or "enforce").strip().lower()
+    if value not in FLOORS:
+        raise ValueError(
+            f"{FLOORS_ENV}={value!r} is not a known setting: use one of {list(FLOORS)} (or leave it unset)."
+        )
+    return value
+
+
+def verbose() -> bool:
+    """``COURSE_VERBOSE=1``: keep Ray's, Ray Train's and TensorFlow's info logs (off by default: the lesson's
+    own output stays readable)."""
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def get_budget(gpus: float = 0, kind: str | None = None, sources: str | None = None) -> Budget:
+    """The budget for a cluster with ``gpus`` GPUs (see :func:`budget_kind`), for ``sources`` (see
+    :func:`sources_kind`): the cpu budget with the real sources fine-tunes the real model on real photos, in fewer,
+    smaller steps (:data:`REAL_CPU`)."""
+    budget = _BUDGETS[budget_kind(gpus, kind)]
+    if budget.kind == "cpu" and sources_kind(sources) == "real":
+        return replace(budget, **{name: replace(getattr(budget, name), **knobs) for name, knobs in REAL_CPU.items()})
+    return budget
+
+
+def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
+    """What a notebook runs with: its sources, its budget section and the shared knobs, the plan (all without
+    ``lesson``). ``lesson`` is the notebook's name (``"03_ray_data"``); its record says which sources and section."""
+    record = lesson_named(lesson) if lesson else None
+    shown_sources = {
+        k: v for k, v in asdict(sources).items() if k != "kind" and (record is None or k in record.sources)
+    }
+    sections = [record.budget, *record.reads] if record else list(SECTIONS)
+    shared = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
+    lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
+    lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs)"]
+    lines += ["  " + ", ".join(f"{k}={v}" for k, v in shared.items())] if shared else []
+    for section in sections:  # budget.<section>.<knob>, as the notebook reads it
+        knobs = ", ".join(f"{k}={v}" for k, v in asdict(getattr(budget, section)).items())
+        lines += [f"  {section}: {knobs}"]
+    if plan is not None:
+        lines += [f"plan: {plan}"]
+    return "\n".join(lines)
+
+
+def is_local(uri: str) -> bool:
+    """True for a local path, written as one (``/...``, ``./...``, ``../...``, ``~/...``); False for a Hub id
+    (``beans``, ``ns/name``: whatever folders the working directory holds) or a remote URI such as ``s3://...``."""
+    return "://" not in uri and uri.startswith(("/", ".", "~"))
+
+
+def require_local(path: str | Path, what: str) -> Path:
+    """Return ``path`` if it exists; otherwise fail with the command that builds it."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"The {what} is missing at {path}. Build the course data and model with "
+            f"`{BUILD_COMMAND}` in the repository root (about a minute, no network needed)."
+        )
+    return path
+
+
+def require_data(sources: Sources) -> Sources:
+    """``sources`` if what they name is there; otherwise an error that names the place and the fix.
+
+    Stand-ins must be built (`make data`); folders on S3 must exist (a wrong bucket or prefix is named,
+    with the setting that chose it). Hub ids are checked by the Hub when they are loaded.
+    """
+    for name, uri in asdict(sources).items():
+        if name == "kind" or (sources.kind == "real" and name == "imagenette_labels"):  # written on first use
+            continue
+        if "://" in uri:
+            require_remote(uri, f"`{name}` of {SOURCES_ENV}={sources.kind}")
+        elif is_local(uri) or sources.kind == "standin":
+            require_local(uri, f"stand-in `{name}`")
+    return sources
+
+
+def require_remote(uri: str, what: str) -> str:
+    """``uri`` if something is there; otherwise an error naming the URI, what it is for, and how to change it."""
+    fix = f"check the bucket and prefix, or change {SOURCES_ENV} (or the URI in course/config.py)"
+    try:
+        found = exists(uri)
+    except OSError as error:  # no such bucket, no network, no permission
+        raise FileNotFoundError(f"Cannot read {uri} ({what}): {error}. {fix[0].upper() + fix[1:]}.") from None
+    if not found:
+        raise FileNotFoundError(f"Nothing at {uri} ({what}): {fix}.")
+    return uri
+
+
+def storage_path() -> str:
+    """Where Ray's workers write: Ray Train's checkpoints and results, and files a Ray Data job writes.
+    ``$COURSE_STORAGE_PATH``, else ``results/ray``.
+
+    One machine can use a local folder; a multi-node cluster needs storage that every node
+    reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
+    """
+    storage = os.environ.get(STORAGE_ENV) or str(RESULTS_DIR / "ray")
+    return storage if "://" in storage else str(Path(storage).absolute())
+
+
+def shared_path(name: str, storage: str | None = None) -> str:
+    """``name`` under ``storage`` (default :func:`storage_path`): a place every worker can write to and this process
+    can read from."""
+    return f"{(storage or storage_path()).rstrip('/')}/{name}"
+
+
+# Notebook 06's service: where it listens (unset: a free port on 127.0.0.1, chosen at run time), and the largest
+# request it takes (the model sees 224 x 224 pixels at most: a photo from a phone is far more than it needs).
+SERVE_PORT_ENV = "COURSE_SERVE_PORT"
+MAX_IMAGE_BYTES = 5_000_000
+MAX_IMAGE_PIXELS = 4096 * 4096
+
+# Checkpoints kept per Ray Train run; older ones are deleted (the real ViT's are about 1 GB each). Ray Train's
+# `result.metrics_dataframe` lists the reports of kept checkpoints only: 6 keeps every evaluation of the course's runs.
+CHECKPOINTS_KEPT = 6
+
+
+def run_name(name: str, now: datetime | None = None) -> str:
+    """A Ray Train run name of its own for every run, ``<name>-<date>_<time>``.
+
+    Runs with the same name and storage would share one folder: a rerun would find the last run's
+    checkpoints, and ``result.metrics_dataframe`` would hold both runs' rows.
+    """
+    return f"{name}-{(now or datetime.now()).strftime('%Y-%m-%d_%H-%M-%S')}"
+
+
+def publish_folder(folder: Path, uri: str) -> str:
+    """Copy the local ``folder`` to ``uri`` (a path every node mounts, or ``s3://...``): return ``uri``."""
+    fs, path = filesystem(uri)
+    fs.create_dir(path, recursive=True)
+    pafs.copy_files(str(folder), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    return uri
+
+
+def exists(uri: str) -> bool:
+    """True when something is at ``uri`` (a local path or ``s3://...``)."""
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def remove(uri: str) -> None:
+    """Delete the folder at ``uri`` (a local path or ``s3://...``) if there is one."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path for a local path (relative ones too) or a URI such as ``s3://...``."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), str(Path(uri).resolve())
+    path = uri.removeprefix(ANONYMOUS_S3)
+    region = PUBLIC_BUCKET_REGIONS.get(path.split("/", 1)[0])
+    if uri.startswith(ANONYMOUS_S3) and region:  # a public bucket of the course: its region, without a look-up
+        # (an S3-compatible server, a mirror or a test server, comes from AWS_ENDPOINT_URL, as from_uri reads it)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL")
+        return pafs.S3FileSystem(anonymous=True, region=region, endpoint_override=endpoint), path
+    return pafs.FileSystem.from_uri(uri)  # anonymous@ too; from_uri looks the bucket's region up

@@ -1,0 +1,77 @@
+"""Where a notebook leaves its headline figure, so that `make run` can print one table of them.
+
+Each notebook records one *headline*: the figure its record names (``beans val accuracy``, in
+course.lessons), and any other figures worth keeping. Recording checks the record's floor for the sources in
+use (``floor``, or ``real_floor`` with ``COURSE_SOURCES=real``): a figure below it is an error that says so, never a
+quiet row in a table. ``COURSE_FLOORS=report`` prints the floor instead (a rehearsal whose weights are random).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from course.config import FLOORS_ENV, RESULTS_DIR, floors, sources_kind
+from course.lessons import Lesson, lesson_named
+
+
+class BelowFloor(AssertionError):
+    """A notebook's headline figure did not reach its floor: the model did not learn enough."""
+
+
+def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
+    """The JSON file that holds a notebook's headline and other figures."""
+    return (results_dir or RESULTS_DIR) / "metrics" / f"{notebook}.json"
+
+
+def record(
+    notebook: str,
+    value: float,
+    results_dir: Path | None = None,
+    lesson: Lesson | None = None,
+    **figures: float | None,
+) -> None:
+    """Check ``value`` against the floor of ``notebook``'s record for the sources in use (course.lessons;
+    ``lesson``, if given, instead), then save it as its headline with ``figures``.
+
+    A figure given as None (a step that did not run, such as TensorFlow's where it is not installed) is left out.
+    Raises :class:`BelowFloor` (and saves nothing) when ``value`` is below the floor.
+    """
+    lesson = lesson or lesson_named(notebook)
+    kind = sources_kind()
+    headline, floor = lesson.headline, lesson.floor_for(kind)
+    value = float(value)
+    enforced = floors() == "enforce"
+    if enforced and not value >= floor:  # also catches NaN
+        raise BelowFloor(f"{headline} is {value:.3f}, below its floor of {floor}: the model did not learn enough")
+    path = metrics_path(notebook, results_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = {
+        "headline": headline,
+        "value": value,
+        "floor": floor,
+        "figures": {k: float(v) for k, v in figures.items() if v is not None},
+    }
+    path.write_text(json.dumps(content | {"enforced": enforced}, indent=2, sort_keys=True))
+    if enforced:
+        print(f"{headline}: {value:.3f} ≥ {floor} ✓")
+    else:
+        print(
+            f"{headline}: {value:.3f} (its floor with the {kind} sources, {floor}, not enforced: {FLOORS_ENV}=report)"
+        )
+
+
+def require_floor(notebook: str, value: float, what: str, lesson: Lesson | None = None) -> None:
+    """A check on the way to the headline: ``value`` (``what``, such as "validation accuracy") must reach the floor
+    of ``notebook``'s record for the sources in use; with ``COURSE_FLOORS=report`` it is printed instead."""
+    floor, value = (lesson or lesson_named(notebook)).floor_for(sources_kind()), float(value)
+    if floors() == "report":
+        print(f"{what}: {value:.3f} (floor {floor} not enforced: {FLOORS_ENV}=report)")
+    elif not value >= floor:  # also catches NaN
+        raise BelowFloor(f"{what} is {value:.3f}, below the floor of {floor}: the model did not learn enough")
+
+
+def read(notebook: str, results_dir: Path | None = None) -> dict:
+    """What a notebook recorded (``headline``, ``value``, ``floor``, ``figures``), or an empty dict."""
+    path = metrics_path(notebook, results_dir)
+    return json.loads(path.read_text()) if path.exists() else {}

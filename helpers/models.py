@@ -1,0 +1,128 @@
+"""The pretrained image classifier the beans and dogs lessons fine-tune (``Sources.model``, ``COURSE_MODEL``): loaded
+through transformers' Auto classes, so another image classifier from the Hub is a setting; the stand-in, a tiny ViT."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import (
+    AutoImageProcessor,
+    AutoModelForImageClassification,
+    BaseImageProcessor,
+    PreTrainedModel,
+    ViTConfig,
+    ViTForImageClassification,
+    ViTImageProcessorPil,
+)
+
+from course.config import is_local, require_local
+
+# The stand-in checkpoint's configuration: a Hugging Face ViT like google/vit-base-patch16-224-in21k, much smaller
+# (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.vit).
+STANDIN_VIT_CONFIG = dict(
+    image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
+    num_attention_heads=4, intermediate_size=256,
+)  # fmt: skip
+
+
+def label_maps(class_names: Sequence[str]) -> tuple[dict[int, str], dict[str, int]]:
+    """``id2label`` and ``label2id`` for a list of class names."""
+    return dict(enumerate(class_names)), {name: i for i, name in enumerate(class_names)}
+
+
+def standin_vit(class_names: Sequence[str]) -> ViTForImageClassification:
+    """A randomly initialised tiny ViT classifier (the stand-in before pretraining)."""
+    id2label, label2id = label_maps(class_names)
+    config = ViTConfig(**STANDIN_VIT_CONFIG, num_labels=len(class_names), id2label=id2label, label2id=label2id)
+    return ViTForImageClassification(config)
+
+
+def standin_processor() -> ViTImageProcessorPil:
+    """The image processor of the tiny ViT: resize to 64x64, scale to [0, 1], normalise to [-1, 1]."""
+    size = STANDIN_VIT_CONFIG["image_size"]
+    return ViTImageProcessorPil(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+
+
+# transformers 5 has two kinds of image processor: torchvision's and PIL's. The course installs no torchvision (with
+# the CPU build of torch it breaks transformers' vision models), so it asks for PIL's.
+IMAGE_BACKEND = "pil"
+
+
+def _checkpoint(name_or_path: str | Path) -> str:
+    """Fail early, with the fix, when a local checkpoint folder has not been built."""
+    if is_local(str(name_or_path)):
+        require_local(name_or_path, "pretrained model checkpoint")
+    return str(name_or_path)
+
+
+def load_processor(name_or_path: str | Path) -> BaseImageProcessor:
+    """The image processor saved with a checkpoint (a local folder or a Hub id), whatever the model's kind."""
+    return AutoImageProcessor.from_pretrained(_checkpoint(name_or_path), backend=IMAGE_BACKEND)
+
+
+def load_model(name_or_path: str | Path) -> PreTrainedModel:
+    """A fine-tuned image classifier as it was saved (its head and its class names), whatever the model's kind."""
+    return AutoModelForImageClassification.from_pretrained(_checkpoint(name_or_path))
+
+
+def load_classifier(name_or_path: str | Path, class_names: Sequence[str]) -> PreTrainedModel:
+    """A pretrained image classifier with a new, randomly initialised head for ``class_names``."""
+    id2label, label2id = label_maps(class_names)
+    return AutoModelForImageClassification.from_pretrained(
+        _checkpoint(name_or_path),
+        num_labels=len(class_names),
+        id2label=id2label,
+        label2id=label2id,
+        ignore_mismatched_sizes=True,  # the pretraining head has other classes
+    )
+
+
+def pretrain(
+    model: PreTrainedModel,
+    pixel_values: torch.Tensor,
+    label_ids: torch.Tensor,
+    epochs: int = 3,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[float]:
+    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses.
+
+    ``progress=False``: no progress bar (in a notebook each would be a widget)."""
+    torch.manual_seed(seed)
+    steps = epochs * int(np.ceil(len(label_ids) / batch_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    losses = []
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(label_ids))
+        total = 0.0
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc=f"pretrain epoch {epoch + 1}/{epochs}", disable=not progress):
+            idx = order[start : start + batch_size]
+            loss = model(pixel_values=pixel_values[idx], labels=label_ids[idx]).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(idx)
+        losses.append(total / len(label_ids))
+    return losses
+
+
+@torch.no_grad()
+def predict(model: PreTrainedModel, pixel_values: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """Class ids predicted for a tensor of preprocessed images."""
+    model.eval()
+    device = next(model.parameters()).device
+    chunks = [
+        model(pixel_values=pixel_values[i : i + batch_size].to(device)).logits.argmax(-1).cpu()
+        for i in range(0, len(pixel_values), batch_size)
+    ]
+    return torch.cat(chunks).numpy()

@@ -1,1 +1,0 @@
-"""The image-classification pipeline the lessons teach from: data, features, models, training, inference, serving."""
