@@ -34,12 +34,12 @@ def test_an_answer_of_a_shape_the_check_did_not_expect_is_a_verdict():
     def surprise():  # a check body that fails in a way no assertion foresaw
         raise TypeError("cannot unpack non-iterable int object")
 
-    expect(checking._check("02.2", surprise), checking.WRONG, "could not use what your code gave it", "TypeError")
+    expect(checking.check("02.2", surprise), checking.WRONG, "could not use what your code gave it", "TypeError")
 
     def exits():  # learner code that calls sys.exit(): a verdict, and the notebook's kernel goes on
         raise SystemExit(1)
 
-    expect(checking._check("02.2", exits), checking.WRONG, "SystemExit")
+    expect(checking.check("02.2", exits), checking.WRONG, "SystemExit")
 
 
 def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
@@ -48,7 +48,7 @@ def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
 
     release = threading.Event()
     started = time.monotonic()
-    verdict = checking._check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
+    verdict = checking.check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
     release.set()
     expect(verdict, checking.WRONG, "no verdict within the check's time limit of 0 s", "Look at `x`")
     assert time.monotonic() - started < 5
@@ -64,6 +64,6 @@ def test_a_failure_in_ray_is_told_by_the_learners_own_error():
         "ray.exceptions.UserCodeException: UDF failed to process a data block.\n"
         "To change retry attempts, backoff, or which errors are retried, configure `ray.data.DataContext` if"
     )
-    assert checking._failure(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
+    assert checking.learner_error(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
     train = "Training failed.\nTraceback (most recent call last):\n  File x\nValueError: no column `x`"
-    assert checking._failure(RuntimeError(train)) == "ValueError: no column `x`"
+    assert checking.learner_error(RuntimeError(train)) == "ValueError: no column `x`"

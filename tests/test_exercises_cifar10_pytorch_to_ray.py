@@ -341,7 +341,7 @@ def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1),
     result = finished_run(tmp_path, weights=weights, losses=None if losses == "none" else losses, file_name=file_name)
     workers = pd.DataFrame({"rank": range(len(models)), "models": list(models), "spread": spread})
     judge = cifar10_pytorch_to_ray._judge_train_run
-    return checking._check("04.2", lambda: judge(result, workers, 3, WEIGHTS_FILE, 2, calls, batch_size=32, lr=0.05))
+    return checking.check("04.2", lambda: judge(result, workers, 3, WEIGHTS_FILE, 2, calls, batch_size=32, lr=0.05))
 
 
 @pytest.mark.parametrize("case, phrases", TRAIN_WRONG.values(), ids=TRAIN_WRONG.keys())
@@ -379,12 +379,12 @@ def test_an_untouched_ray_train_exercise_starts_nothing():
 def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found():
     """04.2 and 02b.1: Ray Train V2's report is a barrier; rank 0 reporting alone would wait forever (see the
     cluster test below for the whole run)."""
-    reports = train_runs._Reports()
+    reports = train_runs.Reports()
     assert reports.begin("1/0") and reports.begin("1/1")
     reports.called("1/0", {"checkpoint": True})
     assert reports.waits_in_vain("1/0", 1, waited_s=5) is None  # worker 1 may still come
     assert reports.waits_in_vain("1/0", 1, waited_s=train_runs.BARRIER_WAIT_S + 1) == "1/1"  # it has not, for long
-    reports = train_runs._Reports()
+    reports = train_runs.Reports()
     reports.begin("1/0"), reports.begin("1/1")
     reports.called("1/0", {"checkpoint": True})
     reports.called("1/1", {"checkpoint": False})
@@ -399,9 +399,9 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
     reports.stop({"worker": "1/0"})
     assert not reports.begin("2/0")  # after a stop, a restarted worker does not wait again
     why = {"worker": "1/0", "calls": 1, "in_report": True, "waited_for": "1/1"}
-    finding = train_runs._stopped_finding([why], 150)
+    finding = train_runs.stopped_finding([why], 150)
     assert "Every worker calls `ray.train.report`" in finding and "only rank 0 attaches a checkpoint" in finding
-    late = train_runs._stopped_finding([why | {"waited_for": None}], 150)
+    late = train_runs.stopped_finding([why | {"waited_for": None}], 150)
     assert "after 150 s" in late and "in its call number 1" in late
 
 

@@ -105,3 +105,14 @@ def test_the_layout_section_names_every_module():
 def test_the_real_data_path_does_not_import_the_stand_in_generator():
     for path in HELPERS.glob("*.py"):
         assert "course.standins" not in imports(path), f"{path.name} imports the stand-in generator"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """Between the course's modules, and from tests and scripts, only public names: an underscore name is the
+    module's own (issue 42)."""
+    private = []
+    for path in [*HELPERS.rglob("*.py"), *COURSE.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("helpers", "course"):
+                private += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names if a.name[0] == "_"]
+    assert not private, "import public names only:\n" + "\n".join(private)

@@ -1,15 +1,28 @@
-"""The rules every check of a "Your turn" exercise follows (each lesson's checks are in a module of their own).
+"""The rules every check of a "Your turn" exercise follows, and the interface a lesson's checks are written on.
 
-A check runs what the learner wrote (a function, a class) on a small input of its own and prints one
-verdict: ``✓`` and what is right; ``✗`` with what is wrong and a hint toward the fix; or ``…`` "not done
-yet" while the exercise still raises ``NotImplementedError``. A check never raises and never hangs: it
-runs in a thread of its own with a time limit (``_check``), so any answer, of any shape, gets a verdict
-within that limit and a notebook with untouched exercises runs to its end. The checks that run the
-learner's function on Ray Train workers also watch every worker (``train_runs._run_watched``): a worker that waits
-at ``ray.train.report`` for a worker that has reported fewer times and ended (or has not come for
-``train_runs.BARRIER_WAIT_S``), or that runs past its own limit, is stopped, and the verdict names the rule it
-broke. Every verdict is also saved in ``results/exercises/<notebook>.json`` (the tests of ``solutions/``
-read it). The first message of a wrong answer points at the mistake; it does not print the answer.
+A check runs what the learner wrote (a function, a class) on a small input of its own and prints one verdict: ``✓``
+and what is right; ``✗`` with what is wrong and a hint toward the fix; or ``…`` "not done yet" while the exercise
+still raises ``NotImplementedError``. A check never raises and never hangs: any answer, of any shape, gets a verdict
+within its time limit, and a notebook with untouched exercises runs to its end. The first message of a wrong answer
+points at the mistake; it does not print the answer. Every verdict is also saved in
+``results/exercises/<notebook>.json`` (the tests of ``solutions/`` read it).
+
+A lesson's check is a function ``check_<what>(answer) -> Verdict`` in ``course/exercises/<lesson>.py``, written with:
+
+* :func:`check` runs the check's body under a deadline (``course.deadline.within``, the one way the course runs code
+  that may hang) and turns whatever happens into the verdict: the body returns the ``✓`` message, or raises
+  ``AssertionError`` with the finding; :class:`NotDone` and :class:`Raised` come from :func:`attempt`;
+* :func:`attempt` calls the learner's code: its ``NotImplementedError`` is :class:`NotDone`, another error is
+  :class:`Raised`, with the error in one line (``course.deadline.first_line``);
+* :func:`untouched` tells an exercise not yet written, so that a costly check starts nothing;
+* :func:`attach_ray` gives a check the notebook's Ray, or attaches as the lessons do;
+* :func:`learner_error` finds the learner's error in Ray's report of a failed task or run.
+
+The checks that run the learner's function on Ray Train workers are written on ``course.exercises.train_runs``: it
+watches every worker, and stops one that waits at ``ray.train.report`` for a worker that has reported fewer times and
+ended (or has not come for ``train_runs.BARRIER_WAIT_S``), or that runs past its own limit; the verdict names the
+rule it broke. ``tests/test_exercises_<lesson>.py`` shows, for each check, the wrong answers a learner writes refused
+with a message that teaches, and other right answers accepted.
 """
 
 from __future__ import annotations
@@ -17,13 +30,13 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from course.config import RESULTS_DIR
+from course.deadline import Late, first_line, within
 
 DONE, NOT_DONE, WRONG = "done", "not done yet", "not yet right"
 MARKS = {DONE: "✓", NOT_DONE: "…", WRONG: "✗"}
@@ -48,11 +61,11 @@ class Verdict:
         """As a cell's last value, show nothing more: the check has printed the verdict already."""
 
 
-class _NotDone(Exception):
+class NotDone(Exception):
     """The learner's code still raises NotImplementedError."""
 
 
-class _Raised(Exception):
+class Raised(Exception):
     """The learner's code raised something else: the message says what."""
 
 
@@ -61,9 +74,9 @@ def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except NotImplementedError:
-        raise _NotDone from None
+        raise NotDone from None
     except Exception as error:
-        raise _Raised(f"it raised {type(error).__name__}: {str(error).splitlines()[0][:160]}") from None
+        raise Raised(f"it raised {first_line(error)}") from None
 
 
 def exercises_path(exercise: str, results_dir: Path | None = None) -> Path:
@@ -87,67 +100,51 @@ def read(notebook: str, results_dir: Path | None = None) -> dict[str, dict]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0][:160]}" if text else type(error).__name__
-
-
-def _check(
+def check(
     exercise: str,
     run: Callable[[], str],
     limit_s: float = 60,
     late: str = "",
     ray_first: Callable[[], bool] | None = None,
 ) -> Verdict:
-    """Run one check body in a thread of its own, for at most ``limit_s`` seconds: the body returns the success
-    message or raises AssertionError with the finding. Whatever else happens is a verdict too: an exception of the
-    check itself (an answer of a shape it did not expect) or a body still running at the limit (``late`` says
-    what to look for). The verdict is printed here, in the caller's thread.
+    """Run one check body under a deadline (``deadline.within``, at most ``limit_s`` seconds), record its verdict and
+    print it: the body returns the success message or raises AssertionError with the finding. Whatever else happens
+    is a verdict too: an exception of the check itself (an answer of a shape it did not expect) or a body still
+    running at the limit (``late`` says what to look for).
 
     When ``ray_first()`` says so (an answer worth running on Ray), Ray is attached here first, in the caller's
     thread: ``ray.init`` sets its signal handlers only in the main thread, and says so on stderr elsewhere."""
-    outcome: list[Verdict] = []
     try:
         if ray_first is not None and ray_first():
-            _attached()
+            attach_ray()
     except Exception as error:  # noqa: BLE001  (the body says what it finds; Ray is attached there again)
         logging.getLogger(__name__).debug("attaching Ray first: %s", error)
-
-    def body() -> None:
-        try:
-            outcome.append(Verdict(exercise, DONE, run()))
-        except _NotDone:
-            outcome.append(
-                Verdict(exercise, NOT_DONE, "replace `raise NotImplementedError` with your code, then run again")
-            )
-        except (_Raised, AssertionError) as finding:
-            outcome.append(Verdict(exercise, WRONG, str(finding)))
-        except BaseException as error:  # noqa: BLE001  (a check never raises: SystemExit from learner code included)
-            outcome.append(
-                Verdict(
-                    exercise,
-                    WRONG,
-                    f"the check could not use what your code gave it ({_first_line(error)}): compare what your code "
-                    "returns (its type, its shape) with what the exercise asks for",
-                )
-            )
-
-    thread = threading.Thread(target=body, name=f"check-{exercise}", daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    if thread.is_alive() or not outcome:
-        return record(
-            Verdict(
-                exercise,
-                WRONG,
-                f"no verdict within the check's time limit of {limit_s:.0f} s: your code was still running. "
-                + (late or "Look for a loop that never ends, or a wait for something that never comes"),
-            )
+    try:
+        verdict = Verdict(exercise, DONE, within(run, limit_s=limit_s))
+    except NotDone:
+        verdict = Verdict(exercise, NOT_DONE, "replace `raise NotImplementedError` with your code, then run again")
+    except (Raised, AssertionError) as finding:
+        verdict = Verdict(exercise, WRONG, str(finding))
+    except Late:
+        verdict = Verdict(
+            exercise,
+            WRONG,
+            f"no verdict within the check's time limit of {limit_s:.0f} s: your code was still running. "
+            + (late or "Look for a loop that never ends, or a wait for something that never comes"),
         )
-    return record(outcome[0])
+    except KeyboardInterrupt:  # the learner stopped the cell
+        raise
+    except BaseException as error:  # noqa: BLE001  (a check never raises: SystemExit from learner code included)
+        verdict = Verdict(
+            exercise,
+            WRONG,
+            f"the check could not use what your code gave it ({first_line(error)}): compare what your code "
+            "returns (its type, its shape) with what the exercise asks for",
+        )
+    return record(verdict)
 
 
-def _attached() -> None:
+def attach_ray() -> None:
     """Ray for a check: the notebook's own (it called ``init_ray``), else attach as the lessons do, so that the check's
     tasks get the job's runtime env (on a cluster, the course's code reaches the other nodes only that way)."""
     import ray
@@ -173,7 +170,7 @@ def untouched(function: Callable) -> bool:
     return len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
 
 
-def _failure(error: Exception) -> str:
+def learner_error(error: Exception) -> str:
     """What the learner's code raised (``KeyError: 'pixel_values'``), out of Ray's report of a failed run or task:
     the last ``Type: message`` line before Ray's own exceptions that wrap it (Ray Data's retry advice, for one)."""
     text = str(error).split("The above exception was the direct cause of the following exception")[0]

@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from course.exercises.checking import Verdict, _attached, _check, _failure, _NotDone, attempt, untouched
+from course.exercises.checking import NotDone, Verdict, attach_ray, attempt, check, learner_error, untouched
 from course.exercises.train_runs import (
     RUN_LIMIT_S,
     WORKER_LIMIT_S,
-    _fit_within,
-    _Reports,
-    _run_watched,
-    _stopped_finding,
+    Reports,
+    fit_within,
+    run_watched,
+    stopped_finding,
 )
 
 
@@ -99,7 +99,7 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
         )
         return "the same values as the lesson's `normalize` on images of another size, labels kept"
 
-    return _check("04.1", run)
+    return check("04.1", run)
 
 
 def hidden_model() -> torch.nn.Module:
@@ -115,7 +115,7 @@ def hidden_problem(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _observed(loop_config: dict) -> None:
-    """Runs on each Ray Train worker: the learner's function, watched (``_run_watched``: its reports counted, with
+    """Runs on each Ray Train worker: the learner's function, watched (``run_watched``: its reports counted, with
     the training losses of the batches since the last report), then whether the workers' models agree."""
     import ray.train
     from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -156,7 +156,7 @@ def _observed(loop_config: dict) -> None:
     torch.nn.functional.cross_entropy = counted_cross_entropy  # nn.CrossEntropyLoss calls it too
     hook = register_optimizer_step_pre_hook(stepped)
     try:
-        _run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
+        run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
     finally:
         torch.nn.functional.cross_entropy = cross_entropy
         hook.remove()
@@ -184,12 +184,12 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
 
     def run() -> str:
         if untouched(train_from_shard):
-            raise _NotDone
-        _attached()
+            raise NotDone
+        attach_ray()
         images, labels = hidden_problem(512, seed=1)
         train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
         epochs, batch_size, lr, tally = 3, 32, 0.05, Tally.remote()
-        reports = ray.remote(num_cpus=0)(_Reports).remote()
+        reports = ray.remote(num_cpus=0)(Reports).remote()
         loop_config = {
             "epochs": epochs,
             "batch_size": batch_size,
@@ -213,14 +213,14 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         )
         try:
             try:
-                result = _fit_within(trainer)
+                result = fit_within(trainer)
             except Exception as error:  # the learner's error, raised in a worker, or a worker the check stopped
                 stopped = ray.get(reports.state.remote())["stopped"]
                 if stopped:
-                    raise AssertionError(_stopped_finding(stopped, WORKER_LIMIT_S)) from None
-                found = _failure(error)
+                    raise AssertionError(stopped_finding(stopped, WORKER_LIMIT_S)) from None
+                found = learner_error(error)
                 if "NotImplementedError" in found:
-                    raise _NotDone from None
+                    raise NotDone from None
                 raise AssertionError(_raised_finding(found)) from None
             calls = ray.get(reports.state.remote())["calls"]
         finally:
@@ -228,7 +228,7 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
         seen = ray.get(tally.table.remote())
         return _judge_train_run(result, seen, epochs, WEIGHTS_FILE, workers, calls, batch_size=batch_size, lr=lr)
 
-    return _check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
+    return check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
 
 
 # 04.2: what an epoch that trained on nothing means, in both places it is found (a worker's error, rank 0's reports)
@@ -240,7 +240,7 @@ USED_UP = (
 
 
 def _raised_finding(found: str) -> str:
-    """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``_failure`` gives it)."""
+    """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``checking.learner_error`` gives it)."""
     if "split is empty" in found or "ZeroDivisionError" in found:  # train_epoch's, or a loop's own, on no batches
         return f"a worker raised {found}: an epoch got no batches. {USED_UP}"
     if any(sign in found for sign in ("shape", "size mismatch", "mat1 and mat2", "must match the size")):
@@ -265,7 +265,7 @@ def _judge_train_run(
     lr: float | None = None,
 ) -> str:
     """04.2's findings on a finished run: the reports (``calls``: each worker's ``ray.train.report`` calls, as
-    ``_Reports`` kept them, with what ``_observed`` measured since the call before: the training batches' losses and
+    ``Reports`` kept them, with what ``_observed`` measured since the call before: the training batches' losses and
     sizes, the optimizer's learning rate), the checkpoint, the workers' agreement, the model's skill. ``batch_size``
     and ``lr``: what the run's ``loop_config`` asked for."""
     import os

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from course.exercises.checking import Verdict, _attached, _check, _first_line, _Raised, attempt, untouched
+from course.deadline import first_line
+from course.exercises.checking import Raised, Verdict, attach_ray, attempt, check, untouched
 
 
 @contextlib.contextmanager
@@ -82,7 +83,7 @@ def _ids(found: Any) -> np.ndarray:
         ids = np.asarray(found)
     except (ValueError, TypeError) as error:
         raise AssertionError(
-            f"it returned {type(found).__name__}, which is not an array of ids ({_first_line(error)}): return one "
+            f"it returned {type(found).__name__}, which is not an array of ids ({first_line(error)}): return one "
             "numpy array of the ids"
         ) from None
     assert ids.ndim == 1 and ids.dtype.kind in "iu", (
@@ -107,7 +108,7 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
         )
 
     def run() -> str:
-        _attached()
+        attach_ray()
         context = ray.data.DataContext.get_current()
         kept = context.execution_options.preserve_order
         context.execution_options.preserve_order = False  # the notebook's setting (its section 1): ds gets a copy
@@ -149,7 +150,7 @@ def check_epoch_order(epoch_order: Callable[[Any, int], np.ndarray]) -> Verdict:
         )
         return "the same shuffled order for the same epoch, another one for the next epoch, shuffled by Ray Data"
 
-    return _check("05.1", run, limit_s=240, ray_first=lambda: not untouched(epoch_order))
+    return check("05.1", run, limit_s=240, ray_first=lambda: not untouched(epoch_order))
 
 
 def _ids_per_worker(iterators: list, timeout_s: float = 120) -> list[np.ndarray]:
@@ -182,8 +183,7 @@ def _limited_again(iterator: Any) -> bool:
     again too (a read, a ``map_batches``), on a dataset whose blocks come out in the order they finish
     (``preserve_order=False``): each worker's iterator may then get other rows. False for a limit over rows kept once
     (``materialize()``, ``from_items``), an ordered dataset, or another iterator."""
-    from ray.data._internal.logical.operators.input_data_operator import InputData
-    from ray.data._internal.logical.operators.one_to_one_operator import Limit
+    from course.internals import InputData, Limit  # Ray Data internals: an entry of course.internals
 
     def upstream(operator: Any) -> list:
         found, todo = [], list(operator.input_dependencies)
@@ -224,7 +224,7 @@ def check_quick_validation(config_class: type) -> Verdict:
                 _calls_recorded([(Dataset, method) for method in RUNNING], runs, outermost=True),
             ):
                 per_worker = attempt(config.configure, {name: ds}, world_size, None, [node] * world_size)
-        except _Raised as raised:
+        except Raised as raised:
             hint = ""
             if "KeyError" in str(raised):
                 hint = (
@@ -282,7 +282,7 @@ def check_quick_validation(config_class: type) -> Verdict:
         assert isinstance(config, DataConfig), (
             f"it made a {type(config).__name__}: `TorchTrainer(dataset_config=...)` takes a DataConfig, so subclass it"
         )
-        _attached()
+        attach_ray()
         context = ray.data.DataContext.get_current()
         kept = context.execution_options.preserve_order
         context.execution_options.preserve_order = False  # the notebook's setting (its section 1): valid gets a copy
@@ -324,7 +324,7 @@ def check_quick_validation(config_class: type) -> Verdict:
             "rows, whole"
         )
 
-    return _check(
+    return check(
         "05.2",
         run,
         limit_s=300,

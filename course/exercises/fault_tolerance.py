@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from course.exercises.checking import Verdict, _attached, _check, _failure, _NotDone, untouched
+from course.exercises.checking import NotDone, Verdict, attach_ray, check, learner_error, untouched
 from course.exercises.train_runs import (
     RESUME_WORKERS,
     RUN_LIMIT_S,
     WORKER_LIMIT_S,
-    _Crash,
-    _fit_within,
-    _Reports,
-    _run_watched,
-    _stopped_finding,
+    Crash,
+    Reports,
+    fit_within,
+    run_watched,
+    stopped_finding,
 )
 
 RESUME_STEPS, RESUME_CRASH_AFTER = 7, 4  # the check's own run: count to 7; a worker dies after reporting step 4
@@ -29,7 +29,7 @@ def _count_checkpoint_requests() -> dict:
     no such method (the check then does not judge it)."""
     asked: dict = {"asked": None}
     try:
-        from ray.train.v2._internal.execution.train_fn_utils import get_train_fn_utils
+        from course.internals import get_train_fn_utils  # a Ray Train internal: an entry of course.internals
 
         utils = type(get_train_fn_utils())
         original = utils.get_checkpoint
@@ -46,7 +46,7 @@ def _count_checkpoint_requests() -> dict:
 
 
 def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any, reports: Any) -> Callable[[dict], None]:
-    """``count_to`` as a Ray Train function, watched (``_run_watched``), whose last worker dies once (the ``_Crash``
+    """``count_to`` as a Ray Train function, watched (``run_watched``), whose last worker dies once (the ``Crash``
     actor), after ``crash_after``.
 
     The worker is killed as the next step is about to be reported, a moment after the last report
@@ -69,12 +69,12 @@ def _dies_once(count_to: Callable[[dict], None], crash_after: int, crash: Any, r
 
         def die_before(metrics: dict) -> None:
             if asked["asked"] is not None:
-                metrics[ASKED] = asked["asked"]  # reported with the step (see _run_watched)
+                metrics[ASKED] = asked["asked"]  # reported with the step (see run_watched)
             if last and metrics.get("step") == crash_after + 1 and attempt == 1 and ray.get(crash.now.remote()):
                 time.sleep(1.0)  # Ray Train collects the previous report
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        _run_watched(count_to, loop_config, reports, attempt, before_report=die_before)
+        run_watched(count_to, loop_config, reports, attempt, before_report=die_before)
 
     return train_func
 
@@ -92,7 +92,7 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
 
     def run() -> str:
         if untouched(count_to):
-            raise _NotDone
+            raise NotDone
         assert failure_config is not FailureConfig, (
             "`failure_config` is the class `FailureConfig` itself: make one, `FailureConfig(max_failures=1)`"
         )
@@ -115,9 +115,9 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             )
             + "Set `FailureConfig(max_failures=1)`"
         )
-        _attached()
-        crash = ray.remote(num_cpus=0)(_Crash).remote()
-        reports = ray.remote(num_cpus=0)(_Reports).remote()
+        attach_ray()
+        crash = ray.remote(num_cpus=0)(Crash).remote()
+        reports = ray.remote(num_cpus=0)(Reports).remote()
         trainer = TorchTrainer(
             _dies_once(count_to, RESUME_CRASH_AFTER, crash, reports),
             train_loop_config={"steps": RESUME_STEPS},
@@ -131,13 +131,14 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             ),
         )
         try:
-            result = _fit_within(trainer)
+            result = fit_within(trainer)
         except ray.train.TrainingFailedError as error:
             stopped = ray.get(reports.state.remote())["stopped"]
             if stopped:
-                raise AssertionError(_stopped_finding(stopped, WORKER_LIMIT_S)) from None
+                raise AssertionError(stopped_finding(stopped, WORKER_LIMIT_S)) from None
             raise AssertionError(
-                f"the run failed: {_failure(error)}. The worker dies only once: look for the error in your function"
+                f"the run failed: {learner_error(error)}. The worker dies only once: look for the error in your "
+                "function"
             ) from None
         finally:
             ray.kill(crash)
@@ -191,4 +192,4 @@ def check_resume(count_to: Callable[[dict], None], failure_config: Any) -> Verdi
             not untouched(count_to) and isinstance(failure_config, FailureConfig) and failure_config.max_failures == 1
         )
 
-    return _check("02b.1", run, limit_s=RUN_LIMIT_S + 60, ray_first=worth_running)
+    return check("02b.1", run, limit_s=RUN_LIMIT_S + 60, ray_first=worth_running)

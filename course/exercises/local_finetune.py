@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from course.exercises.checking import Verdict, _check, attempt
+from course.exercises.checking import Verdict, attempt, check
 
 
 def check_freeze_backbone(freeze_backbone: Callable[[torch.nn.Module], Any]) -> Verdict:
@@ -38,7 +38,7 @@ def check_freeze_backbone(freeze_backbone: Callable[[torch.nn.Module], Any]) -> 
         kept = sum(p.numel() for name, p in model.named_parameters() if name in trains)
         return f"only the head trains: {kept:,} of {total:,} parameters ({kept / total:.1%})"
 
-    return _check("01.1", run)
+    return check("01.1", run)
 
 
 def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
@@ -81,4 +81,4 @@ def check_model_inputs(to_model_inputs: Callable, processor: Any) -> Verdict:
             )
         return f"4 images of different sizes became pixel_values {tuple(pixels.shape)}, normalised"
 
-    return _check("01.2", run)
+    return check("01.2", run)

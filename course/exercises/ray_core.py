@@ -8,17 +8,16 @@ never raises and never hangs: the learner's code runs under a time limit, and ev
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import inspect
 import os
 import struct
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from course.exercises.checking import Verdict, _attached, _check, _NotDone, _Raised, attempt, untouched
+from course.deadline import Late, within
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, untouched
 
 # 00.1: the check's own slow loop. Item n waits n * STEP_S seconds, so the tasks finish in another order than the
 # items come in (1, 1, 2, 3, 4 against 3, 1, 4, 1, 2); one item comes twice, as items may in a real loop. Run one
@@ -30,38 +29,6 @@ TIME_LIMIT_S = 60.0  # for the learner's whole function: the tasks need 4 * STEP
 TALLY_TIME_LIMIT_S = 60.0  # for each of the tally check's waits on Ray
 ATTACH_S = 60.0  # more for the whole check: attaching to Ray (a solutions notebook has not), starting actors
 STATE_API_S = 10.0  # for asking Ray which of the learner's tasks still wait
-
-
-class _TimeUp(Exception):
-    """Raised inside the learner's code, in its thread, when the time limit has passed."""
-
-
-class _Late(Exception):
-    """The learner's function had not returned within its time limit (the check then looks at why)."""
-
-
-def run_with_time_limit(function: Callable, *args: Any, limit_s: float = TIME_LIMIT_S) -> Any:
-    """``attempt(function, *args)`` in a thread of its own; after ``limit_s``, :class:`_TimeUp` is raised inside
-    that thread (at its next Python line: a loop that never ends stops; a thread waiting inside Ray stays, as a
-    daemon) and :class:`_Late` here."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = attempt(function, *args)
-        except BaseException as error:  # _NotDone, _Raised, or _TimeUp: handed to the caller
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="exercise-00", daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    if thread.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_TimeUp))
-        thread.join(5)
-        raise _Late
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
 
 
 class _Clock:
@@ -168,10 +135,10 @@ def check_as_they_finish(
 
     def run() -> str:
         if untouched(run_as_they_finish):
-            raise _NotDone
+            raise NotDone
         import ray
 
-        _attached()
+        attach_ray()
         clock = ray.remote(num_cpus=0)(_Clock).remote()
         seen: list[tuple[Any, Any]] = []
 
@@ -182,15 +149,17 @@ def check_as_they_finish(
         items = list(AS_THEY_FINISH_ITEMS)
         try:
             try:
-                returned = run_with_time_limit(run_as_they_finish, _slow_work(clock), items, on_result, limit_s=limit_s)
-            except _Late:
+                returned = within(
+                    attempt, run_as_they_finish, _slow_work(clock), items, on_result, limit_s=limit_s, interrupt=True
+                )
+            except Late:
                 raise AssertionError(_why_late(items, ray.get(clock.read.remote(), timeout=limit_s), limit_s)) from None
             events = ray.get(clock.read.remote(), timeout=limit_s)
         finally:
             ray.kill(clock)
         return _judge_as_they_finish(items, returned, seen, events)
 
-    return _check("00.1", run, limit_s=limit_s + ATTACH_S, ray_first=lambda: not untouched(run_as_they_finish))
+    return check("00.1", run, limit_s=limit_s + ATTACH_S, ray_first=lambda: not untouched(run_as_they_finish))
 
 
 def _judge_as_they_finish(items: list[int], returned: Any, seen: list, events: list) -> str:
@@ -378,14 +347,14 @@ def _local_state_problem(cls: type) -> str | None:
     """Two instances of the learner's class, here, without Ray: each keeps its own counts, and keeps them."""
     try:
         first, second = attempt(cls), attempt(cls)
-    except _Raised as raised:
+    except Raised as raised:
         return (
             f"`Tally()` failed, {raised}: the check starts each tally with no arguments, as the exercise's "
             "`__init__` takes"
         )
     try:
         answers = [_call(first.add, label) for label in ("cat", "cat", "dog")]
-    except _Raised as raised:
+    except Raised as raised:
         first_time = (
             " The first `add` of a label finds no count yet: start it at 0" if "KeyError" in str(raised) else ""
         )
@@ -462,7 +431,7 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
 
         cls, options = _actor_parts(tally_class)
         if any(untouched(getattr(cls, name, None)) for name in METHODS):
-            raise _NotDone
+            raise NotDone
         absent = [name for name in ("add", "counts") if not callable(getattr(cls, name, None))]
         assert not absent, f"`Tally` has no method `{absent[0]}`: the check calls `add(label)` and `counts()`"
         problem = _local_state_problem(cls)
@@ -476,7 +445,7 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
             "almost no work: `@ray.remote(num_cpus=0)`"
         )
         asynchronous, threads = _is_async(cls), (options.get("max_concurrency") or 1)
-        _attached()
+        attach_ray()
         tallies = [tally_class.remote() for _ in range(2)]
         report = ray.remote(num_cpus=0)(_reporter)
         sent = [["cat", "dog", "cat"], ["cat", "fish"], ["dog", "cat", "cat"]]
@@ -535,5 +504,5 @@ def check_tally(tally_class: Any, limit_s: float = TALLY_TIME_LIMIT_S) -> Verdic
         asks = options.get("num_cpus") == 0 and not options.get("num_gpus")
         return asks and not any(untouched(getattr(cls, name, None)) for name in METHODS)
 
-    # an actor class is run on Ray: attached first, in the caller's thread (see _check)
-    return _check("00.2", run, limit_s=3 * limit_s + ATTACH_S, ray_first=worth_running)
+    # an actor class is run on Ray: attached first, in the caller's thread (see checking.check)
+    return check("00.2", run, limit_s=3 * limit_s + ATTACH_S, ray_first=worth_running)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from course.config import publish_folder, remove, shared_path
-from course.exercises.checking import Verdict, _attached, _check, _failure, _NotDone, _Raised, attempt, untouched
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
 
 CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's model with a new head, seeded
 
@@ -159,8 +159,8 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                 "`__init__` loads the model once and whose `__call__` takes a batch, as `ImageClassifier` does"
             )
         if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
-            raise _NotDone
-        _attached()
+            raise NotDone
+        attach_ray()
         images = unseen_images()
         published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
         with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published), _ray_data_errors_unlogged():
@@ -179,7 +179,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
                     .to_pandas()
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
-                failure = _failure(error)
+                failure = learner_error(error)
                 hint = (
                     ": are the class names a list written in? The model names its own classes, "
                     "`model.config.id2label[i]`, and this one has three"
@@ -234,7 +234,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             untouched(classifier_class.__init__) or untouched(classifier_class.__call__)
         )
 
-    return _check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
+    return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
 
 
 MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
@@ -250,7 +250,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         images = rng.integers(0, 256, (size, 8, 10, 3), dtype=np.uint8)
         try:
             out = attempt(mirror_half, {"image": images.copy(), "label": np.arange(size)})
-        except _Raised as error:
+        except Raised as error:
             about_lengths = any(word in str(error) for word in ("zip()", "shape", "broadcast", "index"))
             raise AssertionError(
                 f"on a batch of {size} images {error}" + (f": {ANY_BATCH_SIZE}" if about_lengths else "")
@@ -289,7 +289,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
         try:
             out = attempt(mirror_half, {"image": ragged.copy(), "label": np.arange(4)})
-        except _Raised as error:
+        except Raised as error:
             raise AssertionError(
                 f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself "
                 f"(such a batch is an array of separate images, not one 4-D array), and {ANY_BATCH_SIZE}"
@@ -314,4 +314,4 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         )
         return f"{share:.0%} of {size} images mirrored left to right, the rest untouched, labels kept"
 
-    return _check("03.2", run)
+    return check("03.2", run)

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from course.exercises.checking import Verdict, _check, _NotDone, attempt
+from course.deadline import first_line
+from course.exercises.checking import NotDone, Verdict, attempt, check
 
 EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
 
@@ -30,7 +31,7 @@ def _serve_is_running() -> bool:
 
 
 def _call_once(deployment: Any) -> None:
-    """Call the class of ``deployment`` once, here, outside Serve: raises ``_NotDone`` if it is still a stub.
+    """Call the class of ``deployment`` once, here, outside Serve: raises ``NotDone`` if it is still a stub.
 
     Anything else it raises is left for the check to find when it runs the deployment on Serve."""
     import asyncio
@@ -43,7 +44,7 @@ def _call_once(deployment: Any) -> None:
     try:
         asyncio.run(call())
     except NotImplementedError:
-        raise _NotDone from None
+        raise NotDone from None
     except Exception:  # noqa: S110  (a right answer may need Serve to run at all)
         pass
 
@@ -139,7 +140,7 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         )
         return f"48 requests arriving one at a time were answered in batches of up to {max(sizes)}, each answer its own"
 
-    return _check("06.1", run, limit_s=300)
+    return check("06.1", run, limit_s=300)
 
 
 MODEL_MAX_ONGOING = 32  # 06.2: the lesson's Model takes two batches of 16 at a time (unless the options say other)
@@ -160,9 +161,7 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
         try:
             configured = Model.options(**options)
         except Exception as error:  # Serve refuses the options: its message says why
-            raise AssertionError(
-                f"Serve refuses these options ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
-            ) from None
+            raise AssertionError(f"Serve refuses these options ({first_line(error, 200)})") from None
         return dict(options), configured
 
     def run() -> str:
@@ -248,4 +247,4 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             )
         return "it scales with the load, keeps a replica ready, and takes one GPU per replica only where there are GPUs"
 
-    return _check("06.2", run)
+    return check("06.2", run)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from course.exercises.checking import Verdict, _check, attempt
+from course.exercises.checking import Verdict, attempt, check
 
 
 def made_up_history() -> pd.DataFrame:
@@ -115,7 +115,7 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
             "`eval_accuracy`: find that row in the `history` your function is given, and read `step` from it"
         )
 
-    return _check("02.1", run)
+    return check("02.1", run)
 
 
 def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any, int]]) -> Verdict:
@@ -177,4 +177,4 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
         assert per_worker == 16, f"4 workers and a global batch of 64 give {per_worker} per worker"
         return "4 workers of batch 8 on CPUs, 4 GPU workers of batch 16 when the cluster has GPUs"
 
-    return _check("02.2", run)
+    return check("02.2", run)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from course.exercises.checking import Verdict, _attached, _check, _NotDone, _Raised, attempt, untouched
+from course.deadline import first_line
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, untouched
 
 CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right answer needs
 EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds on an idle laptop
@@ -65,10 +66,10 @@ def _within_hinted(function: Callable, *args: Any) -> Any:
     ``RAISED_HINTS``, the verdict adds what it means for the exercise."""
     try:
         return _within(CALL_LIMIT_S, function, *args)
-    except _Raised as raised:
+    except Raised as raised:
         hint = next((h for words, h in RAISED_HINTS.items() if words in str(raised)), None)
         said = str(raised) if str(raised).endswith((".", "!", "?")) else f"{raised}."
-        raise _Raised(f"{said} {hint}" if hint else str(raised)) from None
+        raise Raised(f"{said} {hint}" if hint else str(raised)) from None
 
 
 # --- 07.1: a search space and a scheduler for a budget --------------------------------------------------------------
@@ -134,7 +135,7 @@ def _samples(param_space: Any) -> list[dict]:
         ]  # one variant per draw unless the space holds a grid_search
     except Exception as error:
         raise AssertionError(
-            f"Tune cannot sample this space ({type(error).__name__}: {str(error).splitlines()[0][:160]}): "
+            f"Tune cannot sample this space ({first_line(error)}): "
             "each entry is a constant or a search domain such as `tune.loguniform(low, high)` or `tune.choice([...])`"
         ) from None
     finally:
@@ -354,7 +355,7 @@ def check_search(make_search: Callable[[int], tuple[dict, Any]]) -> Verdict:
             findings.append(_judge_scheduler(scheduler, epochs))
         return f"{space}; with max_epochs=6, {findings[-1]}"
 
-    return _check("07.1", run)
+    return check("07.1", run)
 
 
 # --- 07.2: the best trial of a ResultGrid ---------------------------------------------------------------------------
@@ -487,14 +488,13 @@ def check_best_trial(best_trial: Callable[[Any], tuple[dict, float]]) -> Verdict
 
     def run() -> str:
         if untouched(best_trial):
-            raise _NotDone
-        _attached()
+            raise NotDone
+        attach_ray()
         try:
             results = made_up_results()
         except Exception as error:
             raise AssertionError(
-                f"the check's own experiment failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}); "
-                "run the cell again"
+                f"the check's own experiment failed ({first_line(error)}); run the cell again"
             ) from None
         reports = [0 if r.metrics_dataframe is None else len(r.metrics_dataframe) for r in results]
         if len(results) < len(CURVES) or results.num_errors or min(reports) < len(CURVES[BEST]):
@@ -504,4 +504,4 @@ def check_best_trial(best_trial: Callable[[Any], tuple[dict, float]]) -> Verdict
             )
         return _judge_best(_within_hinted(best_trial, results), results)
 
-    return _check("07.2", run, limit_s=EXPERIMENT_LIMIT_S + CALL_LIMIT_S + 30)
+    return check("07.2", run, limit_s=EXPERIMENT_LIMIT_S + CALL_LIMIT_S + 30)

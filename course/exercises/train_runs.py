@@ -8,7 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-RESUME_WORKERS = 2  # on one worker, reporting on rank 0 only would pass: with two it would hang (see _run_watched)
+from course.deadline import Late, within
+
+RESUME_WORKERS = 2  # on one worker, reporting on rank 0 only would pass: with two it would hang (see run_watched)
 
 
 WORKER_LIMIT_S = 150  # how long a check's Ray Train worker may run the learner's function
@@ -20,7 +22,7 @@ BARRIER_WAIT_S = 45  # how long a worker may wait in a report while another work
 RUN_LIMIT_S = 420  # how long a check waits for its Ray Train run (start-up, a restart, the learner's function)
 
 
-class _Crash:
+class Crash:
     """Remembers whether the check's worker has died yet: it dies once, whatever the learner's function reports."""
 
     def __init__(self) -> None:
@@ -35,7 +37,7 @@ class _Crash:
         return first
 
 
-class _Reports:
+class Reports:
     """What each worker of a check's Ray Train run did with ``ray.train.report``, kept where the driver reads it.
 
     Workers are named ``"<attempt>/<rank>"``; each call is a dict (``checkpoint``: whether one was attached, and
@@ -77,7 +79,7 @@ class _Reports:
         return {"calls": self.calls, "ended": self.ended, "stopped": self.stopped}
 
 
-def _run_watched(
+def run_watched(
     learner: Callable[[dict], Any],
     loop_config: dict,
     reports: Any,
@@ -87,7 +89,7 @@ def _run_watched(
     measure: Callable[[], dict] | None = None,
 ) -> None:
     """Run the learner's Ray Train function on this worker with its ``ray.train.report`` calls counted in
-    ``reports`` (a ``_Reports`` actor). A watchdog stops this worker (its process ends, as a lost machine's would)
+    ``reports`` (a ``Reports`` actor). A watchdog stops this worker (its process ends, as a lost machine's would)
     when it waits at a report that another worker will never reach, or when it runs past ``limit_s``: the run then
     fails, and the check reads why from ``reports``. ``before_report(metrics)`` runs before each report (02b's
     crash); ``measure()`` adds what the check measured to each call's entry (04.2's batch losses)."""
@@ -142,7 +144,7 @@ def _run_watched(
         ray.get(reports.end.remote(worker))
 
 
-def _stopped_finding(stopped: list[dict], limit_s: float) -> str:
+def stopped_finding(stopped: list[dict], limit_s: float) -> str:
     """What a check says of a run whose worker it stopped: the rule the learner's function broke."""
     why = stopped[0]
     rank, calls = why["worker"].split("/")[1], why["calls"]
@@ -162,27 +164,14 @@ def _stopped_finding(stopped: list[dict], limit_s: float) -> str:
     )
 
 
-def _fit_within(trainer: Any, limit_s: float = RUN_LIMIT_S) -> Any:
+def fit_within(trainer: Any, limit_s: float = RUN_LIMIT_S) -> Any:
     """``trainer.fit()`` in a thread, waited for at most ``limit_s`` seconds: its result, or its exception raised
     here; an AssertionError when the run is still going at the limit (left running: Ray Train has no public way to
     stop it from here)."""
-    outcome: list = []
-
-    def fit() -> None:
-        try:
-            outcome.append(("result", trainer.fit()))
-        except BaseException as error:  # noqa: BLE001  (raised again in the caller's thread)
-            outcome.append(("error", error))
-
-    thread = threading.Thread(target=fit, name="check-fit", daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    if not outcome:
+    try:
+        return within(trainer.fit, limit_s=limit_s)
+    except Late:
         raise AssertionError(
             f"the run did not finish within {limit_s:.0f} s: were its workers ever started (enough free CPUs on the "
             "cluster)? Does your function end?"
-        )
-    kind, value = outcome[0]
-    if kind == "error":
-        raise value
-    return value
+        ) from None
