@@ -28,10 +28,10 @@ import ray
 import torch.distributed as dist
 from ray.train.backend import Backend
 from ray.train.torch import TorchConfig
-from ray.train.torch.config import _set_torch_distributed_env_vars, _TorchBackend
 from ray.train.xgboost import XGBoostConfig
 
 from course.cluster import is_on_this_machine
+from course.internals import TorchBackend, set_torch_distributed_env_vars
 
 LOOPBACK_HOST = "127.0.0.1"
 
@@ -68,6 +68,7 @@ def join_on_loopback(backend: str, world_rank: int, world_size: int, port: int, 
         listener.bind((LOOPBACK_HOST, port))
         listener.listen(128)
         listen_fd = listener.detach()  # the store owns the socket from here on
+    # a store on the socket handed to it: an entry of course.internals (torch 2.13.0)
     store = dist.TCPStore(
         LOOPBACK_HOST, port, world_size, is_master=world_rank == 0, timeout=timeout, master_listen_fd=listen_fd
     )
@@ -81,7 +82,7 @@ def backend_for(num_gpus_per_worker: float, asked: str | None) -> str | None:
     return backend if backend in ("gloo", "nccl") else None
 
 
-class LoopbackTorchBackend(_TorchBackend):
+class LoopbackTorchBackend(TorchBackend):
     """Ray Train's torch backend, with the rendezvous of :func:`join_on_loopback` (Gloo on CPUs, NCCL on GPUs)."""
 
     def on_start(self, worker_group, backend_config: TorchConfig) -> None:
@@ -89,7 +90,7 @@ class LoopbackTorchBackend(_TorchBackend):
         if backend is None:
             return super().on_start(worker_group, backend_config)
         port = free_loopback_port()
-        worker_group.execute(_set_torch_distributed_env_vars)  # LOCAL_RANK and friends, as Ray's backend sets
+        worker_group.execute(set_torch_distributed_env_vars)  # LOCAL_RANK and friends, as Ray's backend sets
         ray.get(
             [
                 worker_group.execute_single_async(

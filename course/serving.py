@@ -6,9 +6,7 @@ notebook.
 from __future__ import annotations
 
 import io
-import json
 import logging
-import os
 import socket
 import tempfile
 import threading
@@ -23,10 +21,11 @@ import pandas as pd
 import pyarrow.fs as pafs
 from PIL import Image, UnidentifiedImageError
 from ray.serve.schema import LoggingConfig
-from ray.train import Checkpoint
+from ray.train import Checkpoint, Result
 
 from course import config
 from course.distributed import free_loopback_port
+from course.internals import RUN_SNAPSHOT
 from helpers.catalog import IMAGENETTE_SYNSETS
 from helpers.features import to_rgb
 from helpers.ingest import check_label_table, class_folders, ensure_labels, file_name
@@ -35,7 +34,6 @@ from helpers.ingest import check_label_table, class_folders, ensure_labels, file
 FINE_TUNED_RUN = "03-dogs-fish-ray-data"
 FINE_TUNED_NOTEBOOK = "notebooks/03_ray_data.ipynb"
 STANDIN_FOLDER = "serve-standin-model"  # under the storage path: the model notebook 06 fine-tunes when 03 has not run
-SNAPSHOT = "checkpoint_manager_snapshot.json"  # what Ray Train writes in a run folder: its reported checkpoints
 
 
 # --- the model to serve --------------------------------------------------------------------------------------
@@ -54,7 +52,7 @@ def latest_run(name: str, storage: str | None = None) -> str | None:
         for info in found
         if info.type == pafs.FileType.Directory
         and info.base_name.startswith(f"{name}-")
-        and fs.get_file_info(f"{info.path}/{SNAPSHOT}").type == pafs.FileType.File
+        and fs.get_file_info(f"{info.path}/{RUN_SNAPSHOT}").type == pafs.FileType.File
     )
     if not runs:
         return None
@@ -62,14 +60,18 @@ def latest_run(name: str, storage: str | None = None) -> str | None:
 
 
 def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
-    """The last checkpoint a Ray Train run reported, and the metrics reported with it."""
-    fs, path = config.filesystem(run)
-    with fs.open_input_stream(f"{path}/{SNAPSHOT}") as f:
-        reported = json.loads(f.read())["checkpoint_results"]
-    if not reported:
+    """The last checkpoint a Ray Train run reported, and the metrics reported with it (Ray Train's own reading of the
+    run folder, ``Result.from_path``; quiet: it logs that it found the run's snapshot)."""
+    train = logging.getLogger("ray.train")
+    level = train.level
+    train.setLevel(max(logging.WARNING, train.getEffectiveLevel()))
+    try:
+        result = Result.from_path(run)
+    finally:
+        train.setLevel(level)
+    if result.checkpoint is None:
         raise FileNotFoundError(f"The run at {run} reported no checkpoint: run {FINE_TUNED_NOTEBOOK} again.")
-    last = reported[-1]
-    return Checkpoint(f"{run}/{last['checkpoint_dir_name']}"), last["metrics"]
+    return result.checkpoint, result.metrics
 
 
 def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -> Checkpoint:
@@ -206,7 +208,7 @@ def probe_bodies(good: bytes) -> dict[str, bytes]:
 
 def serve_port() -> int:
     """The port Serve's HTTP proxy takes on 127.0.0.1: ``$COURSE_SERVE_PORT`` if set, else a free one."""
-    return int(os.environ.get(config.SERVE_PORT_ENV) or free_loopback_port())
+    return config.serve_port() or free_loopback_port()
 
 
 # Serve's controller gives a new HTTP proxy 5 s to say it is ready, then replaces it, and `serve.start` fails with

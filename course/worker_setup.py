@@ -1,5 +1,6 @@
 """What every worker process of the course's jobs does first: the job's runtime env names :func:`setup_worker` as its
-``worker_process_setup_hook``. Kept apart from the other helpers so that every worker imports only this small module.
+``worker_process_setup_hook``. Kept apart from the other modules so that every worker imports only this small module
+(and ``course.internals``, which imports no library at its top, and ``course.settings``: the standard library only).
 
 * **Ray Train's info lines stay out of the notebook** (unless ``COURSE_VERBOSE=1``): "Checkpoint successfully created
   at ...", "Moving model to device", "Wrapping provided model in DistributedDataParallel". Its warnings and errors still
@@ -13,9 +14,9 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
+
+from course import internals, settings
 
 TRAIN_LOG_LEVEL_ENV = "COURSE_RAY_TRAIN_LOG_LEVEL"  # the level of the `ray.train` loggers in a worker
 LOOPBACK_ONLY_ENV = "COURSE_LOOPBACK_ONLY"  # "1": the job runs on this machine, its servers on 127.0.0.1 only
@@ -30,26 +31,13 @@ def on_loopback(address: str) -> str:
 
 def keep_servers_on_loopback() -> None:
     """In this worker process, gRPC servers that Ray binds to every interface bind to 127.0.0.1 instead."""
-    from ray._common import tls_utils
-
-    if getattr(tls_utils.add_port_to_grpc_server, "keeps_loopback", False):
-        return
-    bind = tls_utils.add_port_to_grpc_server
-
-    def add_port_on_loopback(server, address: str):
-        return bind(server, on_loopback(address))
-
-    add_port_on_loopback.keeps_loopback = True
-    tls_utils.add_port_to_grpc_server = add_port_on_loopback
-    replica = sys.modules.get("ray.serve._private.replica")  # imported already: it holds its own reference
-    if replica is not None:
-        replica.add_port_to_grpc_server = add_port_on_loopback
+    internals.rewrite_grpc_server_addresses(on_loopback)
 
 
 def setup_worker() -> None:
     """The start of every worker process of the course's jobs: Ray Train's log level, and loopback on this machine."""
-    level = os.environ.get(TRAIN_LOG_LEVEL_ENV)
+    level = settings.read(TRAIN_LOG_LEVEL_ENV)
     if level:
         logging.getLogger("ray.train").setLevel(level)
-    if os.environ.get(LOOPBACK_ONLY_ENV) == "1":
+    if settings.flag(LOOPBACK_ONLY_ENV):
         keep_servers_on_loopback()

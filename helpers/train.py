@@ -105,7 +105,8 @@ class ResumableTrainer(Trainer):
     transformers 5 names ViT's modules differently in memory than in a saved checkpoint;
     ``from_pretrained`` converts between the two, the ``Trainer``'s own resume (a plain, non-strict
     ``load_state_dict``) does not: it matches no key, warns, and trains on from the weights it has,
-    with only the optimizer, schedule and step restored.
+    with only the optimizer, schedule and step restored. The method overridden is not transformers' public API
+    (written for transformers 5.23.0: an entry of ``course.internals``, watched by ``tests/test_internals.py``).
     """
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:

@@ -17,6 +17,8 @@ import time
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before `import ray`: the node and its workers on loopback
 
 import ray  # noqa: E402
+
+# Ray internals, here and not in course.internals (the course is not installed where this runs): an entry there
 import ray._private.node  # noqa: E402
 import ray._private.parameter  # noqa: E402
 

@@ -22,13 +22,14 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before `import ray`: ev
 
 import psutil  # noqa: E402
 import ray  # noqa: E402
-import ray._private.utils  # noqa: E402
 import torch  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from course.internals import never_note_ray_address  # noqa: E402
+
 # Cluster() notes its address in /tmp/ray/ray_current_cluster for Ray's own tests; here that would point
 # a learner's `ray.init(address="auto")` at this cluster (and fails when /tmp/ray does not exist).
-ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+never_note_ray_address()
 
 GiB = 1024**3
 

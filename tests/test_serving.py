@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from test_internals import ray_train_snapshot
 
-from course import config, serving
+from course import config, internals, serving
 from course.serving import BadImage, read_image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,12 +119,13 @@ def test_a_port_that_frees_a_moment_later_counts_as_stopped_and_one_that_stays_d
 
 def fake_run(storage: Path, name: str, steps: list[int]) -> Path:
     run = storage / name
+    run.mkdir(parents=True)
     reported = []
     for step in steps:
         folder = f"checkpoint_{step:04d}"
         (run / folder / "checkpoint").mkdir(parents=True)
         reported.append({"checkpoint_dir_name": folder, "metrics": {"step": step, "eval_accuracy": 0.9}})
-    (run / serving.SNAPSHOT).write_text(json.dumps({"checkpoint_results": reported}))
+    (run / internals.RUN_SNAPSHOT).write_text(json.dumps(ray_train_snapshot(reported)))  # as Ray Train writes it
     return run
 
 
@@ -135,6 +137,16 @@ def test_the_model_served_is_the_last_checkpoint_of_notebook_03s_newest_run(tmp_
     checkpoint = serving.fine_tuned_checkpoint(config.get_sources("standin"), storage=str(tmp_path))
     assert checkpoint.path.endswith(f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00/checkpoint_0150")
     assert "step 150, validation accuracy 0.900" in capsys.readouterr().out
+
+
+def test_the_run_is_read_quietly_and_one_without_a_checkpoint_names_the_notebook_to_run_again(tmp_path, capfd):
+    run = fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-01-01_10-00-00", [50])
+    checkpoint, metrics = serving.last_checkpoint(str(run))
+    assert checkpoint.path == str(run / "checkpoint_0050") and metrics == {"step": 50, "eval_accuracy": 0.9}
+    assert capfd.readouterr() == ("", ""), "Ray Train's own line about the run's snapshot stays out of the notebook"
+    empty = fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [])
+    with pytest.raises(FileNotFoundError, match=r"reported no checkpoint: run notebooks/03_ray_data.ipynb again"):
+        serving.last_checkpoint(str(empty))
 
 
 def test_without_notebook_03s_run_the_real_sources_name_the_notebook_to_run_first(tmp_path):
