@@ -23,22 +23,26 @@ LAB_DIR ?= notebooks  # the folder the lab opens (the browser test serves copies
 # (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
 
-# Offline by default: never let a library wait on the Hub. COURSE_SOURCES=real turns this off; the
-# value is read as course.config reads it (case and spaces do not matter).
-SOURCES := $(strip $(shell printf '%s' '$(COURSE_SOURCES)' | tr '[:upper:]' '[:lower:]'))
+# The COURSE_* settings this file reads, read as the course reads them: declared and checked in course/settings.py (a
+# wrong value stops make here, with the fix). Any Python runs it (the standard library only): the environment's, else
+# the one `make setup` takes (PYTHON); with none, nothing is checked, and `make setup` says what to install.
+SETTINGS_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+setting = $(call checked,$(if $(SETTINGS_PYTHON),$(shell out=$$('$(SETTINGS_PYTHON)' -S course/settings.py get \
+  $(1)='$($(1))' 2>&1); case $$? in (0) echo "$$out" ;; (2) echo "$$out (refused)" ;; esac)))
+checked = $(if $(filter (refused),$(1)),$(error $(filter-out (refused),$(1))),$(1))
+SOURCES := $(call setting,COURSE_SOURCES)
+VERBOSE := $(call setting,COURSE_VERBOSE)
+
+# Offline by default: never let a library wait on the Hub. COURSE_SOURCES=real turns this off.
 ifneq ($(SOURCES),real)
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 endif
 export TOKENIZERS_PARALLELISM := false
-# Short library steps (loading weights, resolving data files) show no progress bar: in a notebook each would be a
-# widget, and a widget breaks once the notebook is saved and reopened. Transformers' load report (the new head's
-# weights are new: the lesson says so) stays out too. COURSE_VERBOSE=1 keeps them all.
-ifeq ($(filter 1 true yes on,$(shell printf '%s' '$(COURSE_VERBOSE)' | tr '[:upper:]' '[:lower:]')),)
-export HF_HUB_DISABLE_PROGRESS_BARS := 1
-export HF_DATASETS_DISABLE_PROGRESS_BARS := 1
-export TRANSFORMERS_VERBOSITY := error
-export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+# Quiet libraries (course/settings.py's QUIET_LIBRARIES, which course.cluster gives every Ray worker too): no progress
+# bars, no load reports. COURSE_VERBOSE=1 keeps them all.
+ifneq ($(VERBOSE),1)
+$(foreach quiet,$(if $(SETTINGS_PYTHON),$(shell '$(SETTINGS_PYTHON)' -S course/settings.py quiet)),$(eval export $(quiet)))
 endif
 export PYTHONUNBUFFERED := 1
 

@@ -5,6 +5,8 @@
 module                      what it holds
 ==========================  ============================================================================================
 lessons                     the lessons, one record each: notebook, title, headline and floor, exercises, budget section
+settings                    every ``COURSE_*`` variable, declared once (meaning, default, allowed values) and checked
+                            where it is read; the Makefile and the shell scripts read it too (standard library only)
 config                      the settings, in one place: paths, sources (``COURSE_SOURCES``), the pretrained model
                             (``COURSE_MODEL``), the budget (``COURSE_BUDGET``) with a section per lesson, storage
 cluster                     connecting to Ray: the job's runtime env (code, settings), loopback on this machine, shared
@@ -13,7 +15,11 @@ distributed                 how a trainer's workers find each other: torch.distr
                             127.0.0.1 when Ray runs on this machine
 worker_setup                what every Ray worker of the course does first: Ray Train's info lines kept out; on this
                             machine, the servers it starts (Serve's replicas') on 127.0.0.1
+internals                   every reach into Ray's, torch's and transformers' internals, each with the release it was
+                            written for and what it relies on (``tests/test_internals.py`` watches them)
 resources                   hardware: a GPU in this process, precision, and the plan of workers and actors
+deadline                    running code that may hang or fail: under a time limit, its error in one line (the checks,
+                            the doctor)
 results                     each notebook's headline figure, checked against its floor, for `make run`'s table
 plots                       image grids, training curves, confusion matrices
 display                     small metric tables in a notebook

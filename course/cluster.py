@@ -11,12 +11,12 @@ from pathlib import Path
 
 import ray
 import ray.data
-from ray._private import ray_constants
 from ray.runtime_env import RuntimeEnv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from course import config, worker_setup
+from course import config, internals, settings, worker_setup
 from course.config import verbose
+from course.deadline import first_line
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
 LOCAL_DATA_CPUS = 4  # the least Ray Data may use at once on this machine: a 2-actor pool and its reads fit
@@ -34,7 +34,7 @@ def is_on_this_machine(address: str | None) -> bool:
 def keep_on_loopback() -> None:
     """Ray on this machine listens on 127.0.0.1 only: for this process and every process it starts."""
     os.environ[SINGLE_MACHINE] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False  # read when Ray resolves this node's address
+    internals.keep_ray_on_loopback()  # this process too: Ray read the variable when it was imported
 
 
 # Library chatter a Ray worker would forward to the notebook, line by line: TensorFlow's C++ info logs,
@@ -44,10 +44,7 @@ QUIET_WORKERS = {
     # TensorFlow prints a notice about its oneDNN ops at every import, whatever the level above; without them, no
     # notice, and the same numbers on every run (notebook 05's regression is too small to need them)
     "TF_ENABLE_ONEDNN_OPTS": "0",
-    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    **settings.QUIET_LIBRARIES,  # no progress bars, no load reports: what the Makefile exports too
     "RAY_DATA_LOG_LEVEL": "WARNING",  # Ray Data's actors: no "Dataset ... execution finished" line per epoch
     # iter_torch_batches hands torch the read-only arrays of the object store, zero-copy; torch warns once
     # per worker, though nothing writes into a batch.
@@ -95,7 +92,7 @@ PASSED_TO_WORKERS = (
 
 
 # The course's own settings passed on as they are set here (the data folder and the storage go as resolved paths).
-COURSE_SETTINGS = (config.SOURCES_ENV, config.MODEL_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
+SETTINGS_PASSED_ON = (config.SOURCES_ENV, config.MODEL_ENV, config.BUDGET_ENV, config.VERBOSE_ENV)
 # Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
@@ -151,8 +148,8 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
 
 def job_env_vars() -> dict[str, str]:
     """The ``env_vars`` of the job's runtime env (:func:`job_runtime_env`; notebook 00 writes that env out)."""
-    settings = {name: os.environ[name] for name in COURSE_SETTINGS if name in os.environ}
-    settings |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: config.storage_path()}
+    course = {name: os.environ[name] for name in SETTINGS_PASSED_ON if name in os.environ}
+    course |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: config.storage_path()}
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
@@ -162,7 +159,7 @@ def job_env_vars() -> dict[str, str]:
         if is_on_this_machine(os.environ.get("RAY_ADDRESS"))
         else {}
     )
-    return settings | passed | quiet | train | here
+    return course | passed | quiet | train | here
 
 
 def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> dict[str, float]:
@@ -239,7 +236,7 @@ def write_marker(storage: str, folder: str, name: str) -> str:
             out.write(name.encode())
         return ""
     except Exception as error:
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+        return first_line(error, 120)
 
 
 def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:

@@ -9,6 +9,9 @@ Two settings, independent of each other:
   ``COURSE_MODEL`` names another pretrained model than the sources' own.
 * ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
   cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
+
+Every ``COURSE_*`` variable is declared in :mod:`course.settings` (meaning, default, allowed values) and read through
+it, checked: the names below are its names. The budgets check their own rules when they are made.
 """
 
 from __future__ import annotations
@@ -20,14 +23,16 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
+from course import settings
 from course.lessons import lesson_named
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
 DATA_DIR_ENV = "COURSE_DATA_DIR"
-DATA_DIR = Path(os.environ.get(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()
+DATA_DIR = Path(settings.raw(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()  # checked where it is used: data_folder
 # What this process writes for you to read (executed notebooks, headline figures, exercise verdicts).
-RESULTS_DIR = Path(os.environ.get("COURSE_RESULTS_DIR") or REPO_ROOT / "results").absolute()
+RESULTS_DIR_ENV = "COURSE_RESULTS_DIR"
+RESULTS_DIR = Path(settings.read(RESULTS_DIR_ENV) or REPO_ROOT / "results").absolute()
 # What Ray's workers write (checkpoints, predictions): results/ray, or storage every node reaches (see storage_path).
 STORAGE_ENV = "COURSE_STORAGE_PATH"
 
@@ -55,6 +60,7 @@ STANDIN_BEANS = "synthetic-beans"
 STANDIN_IMAGENETTE = "synthetic-imagenette-dogs-fish"
 STANDIN_CIFAR10 = "synthetic-cifar10"
 STANDIN_VIT = "vit-tiny-pretrained-on-synthetic-cifar10"
+ARCHITECTURES = ("small", "full")  # notebook 04's ViT (helpers.vit)
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,48 @@ class Sources:
     cifar10: str  # URI of a folder holding train/ and test/ parquet files
 
 
+class Checked:
+    """A budget, or a section of one, that checks its rules when it is made (``replace`` and ``from_dict`` too):
+    every number above 0, a learning rate at most 1, None only where the field allows it (``int | None``: all), the
+    batch sizes a non-empty tuple of them; then its own (:meth:`rules`). A broken one is a ValueError that names it."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.name in SECTIONS or isinstance(value, str):
+                continue
+            wrong = None
+            if value is None:
+                wrong = None if "None" in str(field.type) else "is not set (None is for a size only: all of it)"
+            elif isinstance(value, (tuple, list)):
+                wrong = None if value and all(_positive(v) for v in value) else "must hold numbers above 0"
+            elif not _positive(value):
+                wrong = "must be a number above 0"
+            elif "learning_rate" in field.name and value > 1:
+                wrong = "is not a learning rate (above 0, at most 1)"
+            if wrong:
+                self._refuse(field.name, value, wrong)
+        for name, right, why in self.rules():
+            if not right:
+                self._refuse(name, getattr(self, name), why)
+
+    def rules(self) -> list[tuple[str, bool, str]]:
+        """The section's own rules: (field, whether it holds, what it asks)."""
+        return []
+
+    def _refuse(self, name: str, value: object, wrong: str) -> None:
+        raise ValueError(
+            f"{type(self).__name__}.{name}={value!r} {wrong}: fix the budget in course/config.py (or the code that "
+            f"changed it)."
+        )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 @dataclass(frozen=True)
-class CoreBudget:
+class CoreBudget(Checked):
     """Lesson 00, Ray Core's tasks and actors."""
 
     tasks: int  # calls of the lesson's slow function: a loop of them, then as many tasks at once
@@ -79,7 +125,7 @@ class CoreBudget:
 
 
 @dataclass(frozen=True)
-class BeansBudget:
+class BeansBudget(Checked):
     """Lessons 01, 02 and 02b: the beans fine-tune (Hugging Face Trainer)."""
 
     train_steps: int  # optimizer steps
@@ -87,9 +133,12 @@ class BeansBudget:
     eval_steps: int  # evaluate (and checkpoint) every this many steps
     learning_rate: float
 
+    def rules(self) -> list[tuple[str, bool, str]]:
+        return [("eval_steps", self.eval_steps <= self.train_steps, "must be at most train_steps")]
+
 
 @dataclass(frozen=True)
-class DogsBudget:
+class DogsBudget(Checked):
     """Lesson 03: dogs vs fish from Ray Data shards, then batch inference."""
 
     train_steps: int
@@ -99,9 +148,12 @@ class DogsBudget:
     shuffle_buffer: int  # rows of each worker's local shuffle buffer (iter_torch_batches)
     inference_batch_size: int  # rows per map_batches call of the featurizer and the classifier pools
 
+    def rules(self) -> list[tuple[str, bool, str]]:
+        return [("eval_steps", self.eval_steps <= self.train_steps, "must be at most train_steps")]
+
 
 @dataclass(frozen=True)
-class CifarBudget:
+class CifarBudget(Checked):
     """Lesson 04: CIFAR-10 with the plain-PyTorch ViT (lesson 07 tunes the same model)."""
 
     architecture: str  # "small" (CPU) or "full" (the tutorial's 14.3 M ViT), see helpers.vit
@@ -112,9 +164,12 @@ class CifarBudget:
     learning_rate: float
     shuffle_buffer: int  # rows of Ray Data's local shuffle buffer, per worker (iter_torch_batches)
 
+    def rules(self) -> list[tuple[str, bool, str]]:
+        return [("architecture", self.architecture in ARCHITECTURES, f"must be one of {list(ARCHITECTURES)}")]
+
 
 @dataclass(frozen=True)
-class PlaybookBudget:
+class PlaybookBudget(Checked):
     """Lesson 05: the data-loading playbook's small models."""
 
     rows: int  # CIFAR-10 rows read by the playbook's examples
@@ -127,7 +182,7 @@ class PlaybookBudget:
 
 
 @dataclass(frozen=True)
-class ServeBudget:
+class ServeBudget(Checked):
     """Lesson 06: serving the fine-tuned model with Ray Serve."""
 
     max_batch_size: int  # requests a replica groups into one forward pass (@serve.batch)
@@ -140,9 +195,15 @@ class ServeBudget:
     look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
     target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
 
+    def rules(self) -> list[tuple[str, bool, str]]:
+        return [
+            ("look_back_s", self.look_back_s > 10, "must be over 10 s: Ray Serve wants a longer window"),
+            ("downscale_delay_s", self.downscale_delay_s >= self.upscale_delay_s, "must be at least upscale_delay_s"),
+        ]
+
 
 @dataclass(frozen=True)
-class TuneBudget:
+class TuneBudget(Checked):
     """Lesson 07: choosing notebook 04's hyperparameters with Ray Tune."""
 
     train_size: int  # the first images of the train split: what every trial trains on
@@ -155,6 +216,9 @@ class TuneBudget:
     workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
     train_trials_at_once: int | None  # at most, for memory: 4 processes with torch per trial (None: as resources allow)
     batch_sizes: tuple[int, ...]  # the batch sizes both searches choose from; notebook 04's batch is one of them
+
+    def rules(self) -> list[tuple[str, bool, str]]:
+        return [("samples", self.samples >= 2, "must be at least 2: a search compares trials")]
 
 
 SECTIONS = {
@@ -169,7 +233,7 @@ SECTIONS = {
 
 
 @dataclass(frozen=True)
-class Budget:
+class Budget(Checked):
     """How much work each lesson does, and with how many workers: follows the hardware, not the sources.
 
     ``cpu`` is a laptop's budget (minutes per notebook on 2 cores); ``gpu`` is the real thing for a GPU
@@ -188,6 +252,14 @@ class Budget:
     playbook: PlaybookBudget
     serve: ServeBudget
     tune: TuneBudget
+
+    def rules(self) -> list[tuple[str, bool, str]]:
+        kinds = settings.declared(BUDGET_ENV).choices
+        found = [("kind", self.kind in kinds, f"must be one of {list(kinds)}")]
+        return found + [
+            (name, isinstance(getattr(self, name), kind), f"must be a {kind.__name__}")
+            for name, kind in SECTIONS.items()
+        ]
 
     @classmethod
     def from_dict(cls, values: dict) -> Budget:
@@ -224,6 +296,7 @@ def _real_sources(data_dir: Path, budget: str) -> Sources:
 
 
 _SOURCES = {"standin": _standin_sources, "real": _real_sources}
+assert set(_SOURCES) == set(settings.declared(SOURCES_ENV).choices), "course/settings.py declares the same sources"
 
 _CPU = Budget(
     kind="cpu",
@@ -311,17 +384,12 @@ _BUDGETS = {
         ),
     ),
 }
+assert set(_BUDGETS) == set(settings.declared(BUDGET_ENV).choices), "course/settings.py declares the same budgets"
 
 
 def sources_kind(kind: str | None = None) -> str:
-    """The chosen kind of sources: the argument, else ``$COURSE_SOURCES``, else ``standin``."""
-    kind = (kind or os.environ.get(SOURCES_ENV) or "standin").strip().lower()
-    if kind not in _SOURCES:
-        raise ValueError(
-            f"{SOURCES_ENV}={kind!r} is not a known setting: use one of {sorted(_SOURCES)} "
-            f"(for example `export {SOURCES_ENV}=standin`)."
-        )
-    return kind
+    """The chosen kind of sources: the argument, else ``$COURSE_SOURCES``, else ``standin`` (course.settings)."""
+    return settings.read(SOURCES_ENV, kind)
 
 
 def get_sources(kind: str | None = None, data_dir: Path | None = None, budget: Budget | None = None) -> Sources:
@@ -329,55 +397,38 @@ def get_sources(kind: str | None = None, data_dir: Path | None = None, budget: B
 
     The real sources' model follows ``budget`` (:data:`REAL_MODELS`; without one, :func:`budget_kind` with no GPUs)."""
     sources = _SOURCES[sources_kind(kind)](data_dir or data_folder(), budget.kind if budget else budget_kind())
-    model = os.environ.get(MODEL_ENV)
+    model = settings.read(MODEL_ENV)
     return replace(sources, model=model) if model else sources
 
 
 def data_folder() -> Path:
     """:data:`DATA_DIR`, a folder: the stand-ins are read as files (a Hugging Face image folder, a saved model), so on
     a cluster they go on a shared mount. A bucket is the storage's place (``COURSE_STORAGE_PATH``), not the data's."""
-    setting = os.environ.get(DATA_DIR_ENV, "")
-    if "://" in setting:
-        raise ValueError(
-            f"{DATA_DIR_ENV}={setting} is a URI: it must be a folder every node mounts (an NFS mount such as "
-            f"/mnt/cluster_storage/vit-ray-course/data). Buckets work for {STORAGE_ENV} (checkpoints and outputs), "
-            f"and {SOURCES_ENV}=real reads the public data sets from S3 itself."
-        )
+    settings.read(DATA_DIR_ENV)  # a URI is refused, with the alternatives
     return DATA_DIR
 
 
 def budget_kind(gpus: float = 0, kind: str | None = None) -> str:
     """The budget: the argument, else ``$COURSE_BUDGET``, else ``gpu`` when there are GPUs, ``cpu`` otherwise."""
-    kind = (kind or os.environ.get(BUDGET_ENV) or ("gpu" if gpus else "cpu")).strip().lower()
-    if kind not in _BUDGETS:
-        raise ValueError(
-            f"{BUDGET_ENV}={kind!r} is not a known budget: use one of {sorted(_BUDGETS)} "
-            f"(or leave it unset: the course picks gpu when the cluster has GPUs)."
-        )
-    return kind
+    return settings.read(BUDGET_ENV, kind) or ("gpu" if gpus else "cpu")
 
 
 # Whether a notebook's headline must reach its floor (course.results.record): `enforce` (default), or `report`
 # for a run whose content cannot learn (the real-sources rehearsal's random weights): the figure and its floor are
 # printed, and nothing is enforced.
 FLOORS_ENV = "COURSE_FLOORS"
-FLOORS = ("enforce", "report")
+FLOORS = settings.declared(FLOORS_ENV).choices  # ("enforce", "report")
 
 
 def floors() -> str:
     """``$COURSE_FLOORS``: ``enforce`` (default) or ``report``; anything else is an error that names both."""
-    value = (os.environ.get(FLOORS_ENV) or "enforce").strip().lower()
-    if value not in FLOORS:
-        raise ValueError(
-            f"{FLOORS_ENV}={value!r} is not a known setting: use one of {list(FLOORS)} (or leave it unset)."
-        )
-    return value
+    return settings.read(FLOORS_ENV)
 
 
 def verbose() -> bool:
     """``COURSE_VERBOSE=1``: keep Ray's, Ray Train's and TensorFlow's info logs (off by default: the lesson's
-    own output stays readable)."""
-    return os.environ.get(VERBOSE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    own output stays readable; true, yes and on work too, anything but a flag is refused)."""
+    return settings.flag(VERBOSE_ENV)
 
 
 def get_budget(gpus: float = 0, kind: str | None = None, sources: str | None = None) -> Budget:
@@ -462,7 +513,7 @@ def storage_path() -> str:
     One machine can use a local folder; a multi-node cluster needs storage that every node
     reaches, such as an NFS mount (``/mnt/cluster_storage``) or a bucket (``s3://bucket/prefix``).
     """
-    storage = os.environ.get(STORAGE_ENV) or str(RESULTS_DIR / "ray")
+    storage = settings.read(STORAGE_ENV) or str(RESULTS_DIR / "ray")
     return storage if "://" in storage else str(Path(storage).absolute())
 
 
@@ -477,6 +528,12 @@ def shared_path(name: str, storage: str | None = None) -> str:
 SERVE_PORT_ENV = "COURSE_SERVE_PORT"
 MAX_IMAGE_BYTES = 5_000_000
 MAX_IMAGE_PIXELS = 4096 * 4096
+
+
+def serve_port() -> int | None:
+    """``$COURSE_SERVE_PORT``, checked, or None (notebook 06 then takes a free port)."""
+    return settings.number(SERVE_PORT_ENV)
+
 
 # Checkpoints kept per Ray Train run; older ones are deleted (the real ViT's are about 1 GB each). Ray Train's
 # `result.metrics_dataframe` lists the reports of kept checkpoints only: 6 keeps every evaluation of the course's runs.

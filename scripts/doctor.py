@@ -24,7 +24,6 @@ import platform
 import re
 import socket
 import sys
-import threading
 import time
 import urllib.request
 import uuid
@@ -82,22 +81,12 @@ def connect(timeout: float) -> dict[str, float]:
     logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
     if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
         return init_ray(require_shared=False)
-    outcome: dict[str, object] = {}
+    from course.deadline import Late, within
 
-    def attempt() -> None:
-        try:  # the storage and sources rows below say which node misses what, with the fix
-            outcome["resources"] = init_ray(require_shared=False)
-        except Exception as error:  # reported below, with the fix
-            outcome["error"] = error
-
-    thread = threading.Thread(target=attempt, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise TimeoutError(f"Ray did not answer within {timeout:.0f} s")
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["resources"]  # type: ignore[return-value]
+    try:  # the storage and sources rows below say which node misses what, with the fix
+        return within(init_ray, require_shared=False, limit_s=timeout)
+    except Late:
+        raise TimeoutError(f"Ray did not answer within {timeout:.0f} s") from None
 
 
 def alive_nodes() -> list[dict]:
@@ -635,10 +624,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("\n".join(Check("cluster", False, problem, fix).lines()))
         return 2
+    from course.deadline import first_line
+
     try:
         checks = run_checks()
     except Exception as error:
-        print(f"{NOT_OK} {'cluster':<10} cannot connect: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        print(f"{NOT_OK} {'cluster':<10} cannot connect: {first_line(error, 200)}")
         print(f"  {'':<10} fix: check RAY_ADDRESS and the token (RAY_AUTH_TOKEN_PATH), or unset it for a local Ray")
         return 2
     for check in checks:

@@ -18,8 +18,13 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-base="${COURSE_MINIMAL_ROOT:-/var/tmp/course-minbase}"
-mirror="${COURSE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# Its COURSE_* settings, read and checked as the course reads them (course/settings.py): a wrong value stops here.
+settings_python="$repo/.venv/bin/python"; [ -x "$settings_python" ] || settings_python=python3
+settings=$("$settings_python" -S "$repo/course/settings.py" shell COURSE_MINIMAL_ROOT COURSE_DEBIAN_MIRROR \
+  COURSE_MINIMAL_PYTHON) || exit 2
+eval "$settings"
+base=$COURSE_MINIMAL_ROOT
+mirror=$COURSE_DEBIAN_MIRROR
 log="$repo/results/minimal-linux"
 say() { echo "[minimal-linux] $*"; }
 skip() { say "SKIPPED: $*"; exit 0; }
@@ -39,7 +44,7 @@ if [ ! -e "$base/.course-minbase" ]; then
   touch "$base/.course-minbase"
 fi
 if [ "${1:-}" = --prepare ]; then say "the root is ready in $base"; exit 0; fi
-python="${COURSE_MINIMAL_PYTHON:-}"
+python=$COURSE_MINIMAL_PYTHON
 if [ -z "$python" ] && [ -x "$repo/.venv/bin/python" ]; then  # the Python the course was just set up and tested with
   python=$("$repo/.venv/bin/python" -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2]))')
 fi

@@ -25,12 +25,12 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets import default
 
-from course import config, results
+from course import config, results, settings
 from course.lessons import LESSONS
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 EXECUTED = config.RESULTS_DIR / "executed"
-CELL_TIMEOUT = int(os.environ.get("COURSE_CELL_TIMEOUT", "1800"))  # seconds one cell may run
+CELL_TIMEOUT = settings.number("COURSE_CELL_TIMEOUT")  # seconds one cell may run (1800 unless set)
 # Left out of the kernel's environment: under pytest's marker, ipykernel does not put what the process's C++ code and
 # child processes write to its stderr into the notebook, as it does in JupyterLab; a test then sees less than a learner.
 NOT_FOR_THE_KERNEL = ("PYTEST_CURRENT_TEST",)

@@ -28,10 +28,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="${VENV:-$root/.venv}"
 case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
 python="$venv/bin/python"
-port="${COURSE_RAY_PORT:-6389}"
-cpus_per_node="${COURSE_RAY_CPUS_PER_NODE:-4}"  # 2 nodes x 4: a 2-worker trainer and a 2-actor pool fit
-worker_gpus="${COURSE_RAY_WORKER_GPUS:-0}"
-isolated="${COURSE_RAY_ISOLATED_NODE:-0}"
+# The COURSE_* settings above, read and checked as the course reads them (declared in course/settings.py, which needs
+# only the standard library): a wrong value stops here, with the fix.
+settings_python="$python"; [ -x "$settings_python" ] || settings_python=python3
+settings=$("$settings_python" -S "$root/course/settings.py" shell COURSE_RAY_PORT COURSE_RAY_CPUS_PER_NODE \
+  COURSE_RAY_WORKER_GPUS COURSE_RAY_ISOLATED_NODE) || exit 2
+eval "$settings"
+port=$COURSE_RAY_PORT
+cpus_per_node=$COURSE_RAY_CPUS_PER_NODE  # 2 nodes x 4 by default: a 2-worker trainer and a 2-actor pool fit
+worker_gpus=$COURSE_RAY_WORKER_GPUS
+isolated=$COURSE_RAY_ISOLATED_NODE
 state="$root/.cluster"
 temp_dir="/tmp/ray-course-$(id -u)-$(printf '%s:%s' "$root" "$port" | cksum | cut -d' ' -f1)"
 node_dir="$temp_dir-node"  # the isolated node's own temp folder (its name starts with temp_dir's: `stop` finds it)

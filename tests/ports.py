@@ -60,7 +60,9 @@ def course_processes() -> set[int]:
 
     import psutil
 
-    folder = os.environ.get(CLUSTER_TEMP_DIR_ENV)
+    from course import settings
+
+    folder = settings.read(CLUSTER_TEMP_DIR_ENV)
     roots, children = {os.getpid()}, {}
     for process in psutil.process_iter(["ppid", "cmdline"]):
         if folder and folder in " ".join(process.info["cmdline"] or []):

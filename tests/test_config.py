@@ -237,3 +237,43 @@ def test_every_beans_budget_has_room_for_02bs_crash_between_its_second_and_third
     beans = config.get_budget(kind=kind, sources=sources).beans
     crash_at_step = beans.eval_steps * 2 + beans.eval_steps // 2  # as notebook 02b computes it
     assert crash_at_step < beans.train_steps, (kind, sources, beans)
+
+
+@pytest.mark.parametrize(
+    ("section", "knobs", "refusal"),
+    [
+        ("beans", {"learning_rate": 5.0}, r"BeansBudget.learning_rate=5.0 is not a learning rate"),
+        ("beans", {"eval_steps": 400}, r"BeansBudget.eval_steps=400 must be at most train_steps"),
+        ("dogs", {"batch_size": 0}, r"DogsBudget.batch_size=0 must be a number above 0"),
+        ("cifar", {"architecture": "huge"}, r"CifarBudget.architecture='huge' must be one of \['small', 'full'\]"),
+        ("cifar", {"epochs": None}, r"CifarBudget.epochs=None is not set"),
+        ("tune", {"batch_sizes": ()}, r"TuneBudget.batch_sizes=\(\) must hold numbers above 0"),
+        ("serve", {"look_back_s": 5.0}, r"ServeBudget.look_back_s=5.0 must be over 10 s"),
+        ("core", {"task_seconds": -1.0}, r"CoreBudget.task_seconds=-1.0 must be a number above 0"),
+    ],
+)
+def test_a_broken_budget_is_refused_when_it_is_made_with_what_to_fix(section, knobs, refusal):
+    from dataclasses import replace
+
+    budget = config.get_budget(kind="cpu")
+    with pytest.raises(ValueError, match=refusal + r".*fix the budget in course/config.py"):
+        replace(getattr(budget, section), **knobs)
+    with pytest.raises(ValueError, match=r"Budget.kind='tpu' must be one of \['cpu', 'gpu'\]"):
+        replace(budget, kind="tpu")
+    values = asdict(budget)
+    values[section] |= knobs
+    with pytest.raises(ValueError, match=refusal):
+        config.Budget.from_dict(values)  # a Ray Train worker's loop_config is checked too
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("sources", ["standin", "real"])
+def test_every_budget_the_course_ships_passes_its_own_rules(kind, sources):
+    budget = config.get_budget(kind=kind, sources=sources)
+    assert config.Budget.from_dict(asdict(budget)) == budget
+
+
+def test_the_budgets_architectures_are_the_vits():
+    from helpers import vit
+
+    assert set(config.ARCHITECTURES) == set(vit.ARCHITECTURES)

@@ -26,7 +26,7 @@ from ray.runtime_env import RuntimeEnv
 from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from course import config
+from course import config, settings
 from course.cluster import FREED_MEMORY_RETURNED, CompactRuntimeEnv, init_ray, job_runtime_env
 from course.distributed import torch_config
 from helpers.loops import report_epoch
@@ -34,7 +34,7 @@ from helpers.train import run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BUCKET = "course-storage"
-ISOLATED = os.environ.get("COURSE_RAY_ISOLATED_NODE_UP") == "1"
+ISOLATED = settings.flag("COURSE_RAY_ISOLATED_NODE_UP")
 needs_isolated_node = pytest.mark.skipif(
     not ISOLATED,
     reason="isolated-node test SKIPPED: the cluster's worker node shares this checkout (run under `make test`, as "
