@@ -1,9 +1,11 @@
-"""pytest, for the whole repository: the tests' own modules (tests/) can be imported, and the real-sources rehearsal,
-a plugin around nbmake's items, is loaded (tests/real_sources_rehearsal.py; `make test` runs it)."""
+"""pytest, for the whole repository. The tests are grouped by what they test (tests/unit, tests/exercises,
+tests/cluster, tests/lessons, tests/browser); the modules they share are in tests/support, importable by name
+(``from executed import ...``); the real-sources rehearsal, a plugin around nbmake's items, is loaded here
+(tests/support/real_sources_rehearsal.py; `make test` runs it)."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "tests"))
+sys.path.insert(0, str(Path(__file__).parent / "tests" / "support"))
 
 pytest_plugins = ["real_sources_rehearsal"]

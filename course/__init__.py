@@ -16,7 +16,7 @@ distributed                 how a trainer's workers find each other: torch.distr
 worker_setup                what every Ray worker of the course does first: Ray Train's info lines kept out; on this
                             machine, the servers it starts (Serve's replicas') on 127.0.0.1
 internals                   every reach into Ray's, torch's and transformers' internals, each with the release it was
-                            written for and what it relies on (``tests/test_internals.py`` watches them)
+                            written for and what it relies on (``tests/unit/test_internals.py`` watches them)
 resources                   hardware: a GPU in this process, precision, and the plan of workers and actors
 deadline                    running code that may hang or fail: under a time limit, its error in one line (the checks,
                             the doctor)
@@ -34,7 +34,7 @@ exercises.<lesson>          one module per lesson, named as its notebook without
 ==========================  ============================================================================================
 
 Two layers: ``serving``, ``standins``, ``build``, ``benchmark`` and ``exercises`` are built on ``helpers``; the other
-modules are what ``helpers`` stands on, and never import it (``tests/test_layout.py``).
+modules are what ``helpers`` stands on, and never import it (``tests/unit/test_layout.py``).
 
 Words used one way everywhere: *lesson* (a notebook and its record in ``course.lessons``), *sources* (where data and the
 pretrained model come from), *budget* (how much work: steps, batch sizes, learning rates, architectures, workers; one

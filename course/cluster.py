@@ -118,7 +118,7 @@ class CompactRuntimeEnv(RuntimeEnv):
     while a job's own env is written by ``json.dumps`` with spaces. With the same variables in the job's env and
     this spelling, the merged env is the job's env, character for character: Ray Train's workers and their Ray
     Data tasks reuse the job's idle workers instead of starting (and importing Ray Data in) new ones.
-    ``tests/test_real_cluster.py`` tells when a Ray release changes this.
+    ``tests/cluster/test_real_cluster.py`` tells when a Ray release changes this.
     """
 
     def serialize(self) -> str:

@@ -12,7 +12,7 @@ XGBoost and TensorFlow have no such setting: XGBoost's workers listen for their 
 (its C++ binds ``INADDR_ANY``), and TensorFlow's collective gRPC server on ``0.0.0.0``. On this machine
 :func:`collective_workers` therefore gives them one worker and :func:`xgboost_config` /
 :func:`tensorflow_config` start no collective at all (no tracker connection, no ``TF_CONFIG``), so nothing
-listens; on a real cluster they get every worker and Ray's own configs. tests/test_distributed.py shows
+listens; on a real cluster they get every worker and Ray's own configs. tests/cluster/test_distributed.py shows
 both libraries binding every interface, so that a release that adds a setting is noticed.
 """
 

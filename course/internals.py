@@ -1,5 +1,5 @@
-"""Every reach into a library's internals that the course needs, in one place: each names the release it was written
-for and what it relies on, and ``tests/test_internals.py`` fails, naming the entry to review, when an upgrade changes
+"""Every reach into a library's internals that the course needs, in one place: each names the release it was written for
+and what it relies on, and ``tests/unit/test_internals.py`` fails, naming the entry to review, when an upgrade changes
 that. Where a public API does the job, the course uses it instead (notebook 06 reads notebook 03's run with
 ``ray.train.Result.from_path``).
 
@@ -45,7 +45,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# The releases the entries were written for (requirements/lock.txt pins the same; tests/test_internals.py checks both).
+# The releases the entries were written for (requirements/lock.txt pins the same: tests/unit/test_internals.py).
 WRITTEN_FOR = {"ray": "2.60.0", "torch": "2.13.0", "transformers": "5.23.0"}
 
 # What Ray Train 2.60 writes in a run folder with its reported checkpoints (ray.train.v2's

@@ -3,7 +3,7 @@
 ``make run``'s table, ``make doctor``'s plan, ``make bench``, the notebooks' first cells (``config.describe``), their
 headline (``results.record``) and the tests all read :data:`LESSONS`. Adding a lesson is a notebook, its solutions,
 its exercise checks and one record here (docs/development.md, "Add a lesson"); a notebook without a record, or a
-record without a notebook, fails ``tests/test_lessons.py`` with what to add.
+record without a notebook, fails ``tests/unit/test_lessons.py`` with what to add.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ class Lesson:
     # time make doctor estimates for the cluster's GPU (gpu_estimates)
     gpu_work: Callable[[Any, Any], list[GpuWork]] = lambda budget, plan: []
     reference_seconds: int = 60  # a fresh clone's `make run` of it on the reference machine (2 cores; make doctor)
-    runs_in_browser: bool = True  # run by the browser test (notebook 06 has a test of its own: tests/test_serve.py)
+    runs_in_browser: bool = True  # run by the browser test (notebook 06 has its own: tests/lessons/test_serve.py)
     # the floor with COURSE_SOURCES=real (None: the same), argued from the model and the real data, not measured here:
     # the rehearsal's content is drawn and its weights random (docs/instructors.md)
     real_floor: float | None = None
     # with COURSE_SOURCES=real, the cpu budget's run of it at the real model's and images' sizes (the real-sources
-    # rehearsal on the reference machine: tests/real_sources_rehearsal.py prints it; None: as reference_seconds)
+    # rehearsal on the reference machine: tests/support/real_sources_rehearsal.py prints it; None: as reference_seconds)
     real_reference_seconds: int | None = None
 
     def floor_for(self, sources: str) -> float:

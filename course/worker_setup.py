@@ -7,8 +7,8 @@
   show. The level travels in the job's env (:data:`TRAIN_LOG_LEVEL_ENV`).
 * **On this machine, servers listen on 127.0.0.1** (:data:`LOOPBACK_ONLY_ENV` is ``1``): a Ray Serve 2.60 replica
   starts a gRPC server for calls between deployments on ``[::]:0`` (every interface), with no setting for the address;
-  :func:`keep_servers_on_loopback` binds such servers to 127.0.0.1. tests/test_serve.py lists the listening sockets
-  while notebook 06 serves; tests/test_worker_setup.py tells when a Ray release no longer needs this.
+  :func:`keep_servers_on_loopback` binds such servers to 127.0.0.1. tests/lessons/test_serve.py lists the listening
+  sockets while notebook 06 serves; tests/unit/test_worker_setup.py tells when a Ray release no longer needs this.
 """
 
 from __future__ import annotations

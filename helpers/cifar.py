@@ -96,7 +96,7 @@ def loaders(uri: str, batch_size: int, train_size: int | None, valid_size: int |
     """Shuffled training and ordered validation ``DataLoader``s (the test split validates, as in the tutorial).
 
     A copy of the ``loaders`` that notebook 04 writes in its step 1 cell ("The training itself is plain PyTorch"),
-    for ``make bench`` and the lessons after 04; ``tests/test_lesson_twins.py`` keeps the two equal.
+    for ``make bench`` and the lessons after 04; ``tests/unit/test_lesson_twins.py`` keeps the two equal.
     """
     import torch
     from torch.utils.data import DataLoader

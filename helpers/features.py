@@ -29,7 +29,7 @@ def make_transform(processor: BaseImageProcessor) -> Callable[[dict[str, list]],
     """A batch transform for ``Dataset.with_transform``: images become ``pixel_values``, labels stay.
 
     A copy of the ``transform`` that notebook 01 writes in its cell of section 3, for the lessons after it
-    (tests/test_lesson_twins.py keeps the two equal)."""
+    (tests/unit/test_lesson_twins.py keeps the two equal)."""
 
     def transform(batch: dict[str, list]) -> dict[str, Any]:
         return {"pixel_values": pixel_values(processor, batch["image"]), "labels": batch["labels"]}
@@ -40,7 +40,7 @@ def make_transform(processor: BaseImageProcessor) -> Callable[[dict[str, list]],
 def collate(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     """Stack transformed examples into one batch for the ``Trainer``.
 
-    A copy of the ``collate`` that notebook 01 writes in its cell of section 3 (tests/test_lesson_twins.py)."""
+    A copy of the ``collate`` that notebook 01 writes in its cell of section 3 (tests/unit/test_lesson_twins.py)."""
     return {
         "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
         "labels": torch.tensor([example["labels"] for example in examples]),

@@ -116,7 +116,7 @@ def add_shapes(batch: Batch) -> Batch:
     """Add each image's ``shape`` (as text), ``ndim`` and ``channels``: for counting odd images.
 
     A copy of the ``add_shapes`` (and ``channels``) that notebook 03 writes in its cell of section 3, for the tests
-    of real sources' layouts; ``tests/test_lesson_twins.py`` keeps the two equal."""
+    of real sources' layouts; ``tests/unit/test_lesson_twins.py`` keeps the two equal."""
     images = batch["image"]
     batch["shape"] = np.array([str(tuple(image.shape)) for image in images])
     batch["ndim"] = np.array([image.ndim for image in images])

@@ -26,7 +26,7 @@ def accuracy_for_trainer(metric: evaluate.EvaluationModule) -> Callable[[EvalPre
     """A ``compute_metrics`` function for the Hugging Face ``Trainer``: argmax of logits, then ``metric``.
 
     A copy of the ``compute_metrics`` that notebook 01 writes in its cell of section 4, for the lessons after it;
-    ``tests/test_lesson_twins.py`` keeps the two equal."""
+    ``tests/unit/test_lesson_twins.py`` keeps the two equal."""
 
     def compute_metrics(eval_pred: EvalPrediction) -> dict[str, float]:
         logits, labels = eval_pred

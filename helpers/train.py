@@ -31,7 +31,7 @@ def run_config(name: str, **options: object) -> RunConfig:
     """The course's ``RunConfig``: a run name of its own, the shared storage, capped checkpoints, quiet logs.
 
     A copy of the ``run_config`` that notebook 02 writes in its cell of section 3 ("Scale and storage"), for
-    the lessons after it; ``tests/test_lesson_twins.py`` keeps the two equal. ``ray.train``'s own lines (worker
+    the lessons after it; ``tests/unit/test_lesson_twins.py`` keeps the two equal. ``ray.train``'s own lines (worker
     group started, each report, transient warnings such as a slow autoscaling coordinator on a busy laptop) are
     shown with ``COURSE_VERBOSE=1``; errors always are.
     """
@@ -55,7 +55,7 @@ def worker_training_args(
     """Notebook 01's recipe (``TrainingArguments``) for one Ray Train worker, plus checkpoints.
 
     A copy of the ``worker_training_args`` that notebook 02 writes in its cell of section 2, for 02b and 03;
-    ``tests/test_lesson_twins.py`` keeps the two equal. What differs from notebook 01, on purpose: a worker-local
+    ``tests/unit/test_lesson_twins.py`` keeps the two equal. What differs from notebook 01, on purpose: a worker-local
     ``output_dir``; a checkpoint at every evaluation (each is reported to Ray Train); logs only at evaluations
     (workers print them); no tqdm.
     """
@@ -106,7 +106,7 @@ class ResumableTrainer(Trainer):
     ``from_pretrained`` converts between the two, the ``Trainer``'s own resume (a plain, non-strict
     ``load_state_dict``) does not: it matches no key, warns, and trains on from the weights it has,
     with only the optimizer, schedule and step restored. The method overridden is not transformers' public API
-    (written for transformers 5.23.0: an entry of ``course.internals``, watched by ``tests/test_internals.py``).
+    (written for transformers 5.23.0: an entry of ``course.internals``, watched by ``tests/unit/test_internals.py``).
     """
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:

@@ -43,7 +43,7 @@ temp_dir="/tmp/ray-course-$(id -u)-$(printf '%s:%s' "$root" "$port" | cksum | cu
 node_dir="$temp_dir-node"  # the isolated node's own temp folder (its name starts with temp_dir's: `stop` finds it)
 shared="$temp_dir-shared"  # what both nodes see when the worker node is isolated: data/ and results/
 
-export COURSE_RAY_TEMP_DIR="$temp_dir"  # every process of the cluster names it (tests/ports.py finds them by it)
+export COURSE_RAY_TEMP_DIR="$temp_dir"  # every process of the cluster names it (tests/support/ports.py finds them by it)
 export RAY_AUTH_MODE=token
 export RAY_AUTH_TOKEN_PATH="$state/auth_token"
 export RAY_ADDRESS="127.0.0.1:$port"

@@ -1,0 +1,13 @@
+"""The fixture every test of the exercise checks shares (``todo`` and ``expect``: tests/support/exercise_checks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.exercises import checking
+
+
+@pytest.fixture(autouse=True)
+def results_here(tmp_path, monkeypatch):
+    """Every test of this folder keeps its verdicts in its own folder, not in results/exercises/."""
+    monkeypatch.setattr(checking, "RESULTS_DIR", tmp_path)

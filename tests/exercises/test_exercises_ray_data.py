@@ -1,0 +1,299 @@
+"""Lesson 03's checks (course.exercises.ray_data): the common wrong answers are refused with a message that
+teaches, the right ones pass.
+
+The answers a learner who half-understood would write, each refused below:
+
+03.1 ``ConfidentClassifier`` (an actor class for ``map_batches``)
+  - a function, or a class still untouched;
+  - the model loaded in ``__call__``, for every batch; one forward pass per image;
+  - the raw logits as the confidence (no softmax); the probability of the first class, not of the predicted one;
+  - the class id instead of its name; class names written in (the lesson's two) instead of ``id2label``;
+  - the processor called on the raw arrays (a grayscale and an RGBA image break it);
+  - only the new columns returned, or nothing returned.
+03.2 ``mirror_half(batch)``
+  - upside down (axis 0, or ``np.fliplr`` on the whole 4-D batch), the colour channels reversed, ``np.flip``
+    without an axis;
+  - every image, or all or none of a batch at once (one coin for the batch);
+  - a fixed pattern, or a generator seeded in the function (the same images every epoch);
+  - the batch sliced as one 4-D array (fails on images of different sizes), a choice array of a fixed length
+    (zipped strictly or not);
+  - only the chosen images, the other columns dropped, nothing returned.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from exercise_checks import expect, todo
+
+from course.exercises import (
+    checking,
+    ray_data,
+)
+
+
+def test_mirror_half():
+    def upside_down(batch):
+        batch["image"][::2] = batch["image"][::2, ::-1]
+        return batch
+
+    def all_of_them(batch):
+        batch["image"] = batch["image"][:, :, ::-1]
+        return batch
+
+    def half(batch):
+        batch["image"][::2] = batch["image"][::2, :, ::-1]
+        return batch
+
+    def every_other_one(batch):
+        batch["image"] = [image[:, ::-1] if i % 2 else image for i, image in enumerate(batch["image"])]
+        return batch
+
+    expect(ray_data.check_mirror_half(upside_down), checking.WRONG, "upside down", "width axis")
+    expect(ray_data.check_mirror_half(all_of_them), checking.WRONG, "100% of the images")
+    expect(ray_data.check_mirror_half(half), checking.WRONG, "different sizes", "each image by itself")
+    expect(ray_data.check_mirror_half(every_other_one), checking.WRONG, "the same images both times", "not random")
+
+
+def test_mirror_half_names_each_half_right_answer():
+    """03.2: a seed fixed in the function, the colour channels flipped, the unchosen images dropped, nothing
+    returned; other right answers (a mask and `np.where`, `np.fliplr`, Python's `random`)."""
+
+    def seeded(batch):
+        chosen = np.random.default_rng(0).random(len(batch["image"])) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def colours(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"] = [
+            image[..., ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)
+        ]
+        return batch
+
+    def only_the_chosen(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        return {"image": batch["image"][chosen][:, :, ::-1], "label": batch["label"]}
+
+    def in_place_without_return(batch):
+        batch["image"] = [image[:, ::-1] for image in batch["image"]]
+
+    check = ray_data.check_mirror_half
+    expect(check(seeded), checking.WRONG, "the same images both times", "without a seed")
+    expect(check(colours), checking.WRONG, "colour channels reversed", "image[:, ::-1]")
+    expect(check(only_the_chosen), checking.WRONG, "came back of 100", "the others as they were")
+    expect(check(in_place_without_return), checking.WRONG, "return the batch")
+    expect(check(todo), checking.NOT_DONE)
+
+    import random
+
+    def with_random(batch):
+        batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
+        return batch
+
+    rng = np.random.default_rng()
+
+    def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
+        images = batch["image"]
+        chosen = rng.random(len(images)) < 0.5
+        if isinstance(images, np.ndarray) and images.dtype != object:
+            batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
+        else:
+            batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
+        return batch
+
+    expect(check(with_random), checking.DONE)
+    expect(check(with_a_mask), checking.DONE)
+
+
+def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts():
+    """03.1: a function, an untouched class, a class whose `__call__` is still untouched: no Ray needed for these."""
+    import ray
+
+    ray.shutdown()
+
+    def a_function(batch):
+        return batch
+
+    class Untouched:
+        def __init__(self, checkpoint):
+            raise NotImplementedError
+
+        def __call__(self, batch):
+            raise NotImplementedError
+
+    class HalfDone:
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def __call__(self, batch):
+            raise NotImplementedError  # your code
+
+    expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class", "`__init__` loads")
+    expect(ray_data.check_confident_classifier(Untouched), checking.NOT_DONE)
+    expect(ray_data.check_confident_classifier(HalfDone), checking.NOT_DONE)
+    assert not ray.is_initialized(), "the check started Ray for an answer it judges without it"
+
+
+def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_length():
+    """03.2: ``np.fliplr`` on the 4-D batch, ``np.flip`` without an axis, one coin for the whole batch, a choice of
+    the check's batch size written in, the labels dropped."""
+    import random
+
+    check = ray_data.check_mirror_half
+
+    def fliplr_the_batch(batch):  # on (N, H, W, C), fliplr flips axis 1: every image upside down
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"] = np.where(chosen[:, None, None, None], np.fliplr(batch["image"]), batch["image"])
+        return batch
+
+    def flip_every_axis(batch):
+        batch["image"] = [np.flip(image) if random.random() < 0.5 else image for image in batch["image"]]
+        return batch
+
+    def one_coin(batch):
+        if random.random() < 0.5:
+            batch["image"] = [image[:, ::-1] for image in batch["image"]]
+        return batch
+
+    def sixty_four(batch):  # a length written in (the lesson's batch size): zip(strict=True) raises on 100 images
+        chosen = np.random.default_rng().random(64) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def sixty_four_zipped(batch):  # the same with a plain zip: it stops after 64 images, and 4 pass
+        chosen = np.random.default_rng().random(64) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen)]  # noqa: B905
+        return batch
+
+    def images_only(batch):
+        return {"image": [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]}
+
+    expect(check(fliplr_the_batch), checking.WRONG, "upside down", "width axis")
+    expect(check(flip_every_axis), checking.WRONG, "neither unchanged nor mirrored")
+    expect(check(one_coin), checking.WRONG, "of the images were mirrored", "about half, at random")
+    expect(check(sixty_four), checking.WRONG, "on a batch of 100 images it raised ValueError", "`len(batch['image'])`")
+    expect(check(sixty_four_zipped), checking.WRONG, "64 images came back of 100", "`len(batch['image'])`")
+    expect(check(images_only), checking.WRONG, "return the batch: a dict with its columns")
+
+    def a_list(batch):
+        return [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]
+
+    def one_4d_array(batch):  # right on the check's first batch, which has one size; photos of several sizes are not
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        batch["image"][chosen] = batch["image"][chosen][:, :, ::-1]
+        return batch
+
+    expect(check(a_list), checking.WRONG, "a dict with its columns (it returned list)")
+    expect(check(one_4d_array), checking.WRONG, "different sizes", "not one 4-D array")
+
+
+@pytest.mark.cluster
+def test_the_actor_class_check_runs_an_actor_pool_and_refuses_half_right_classes():
+    """03.1: a softmax forgotten, the wrong class's probability, columns dropped, no batch returned, a function: each
+    refused."""
+    import logging
+    from pathlib import Path
+
+    import ray
+    from transformers import AutoImageProcessor, AutoModelForImageClassification
+
+    from course.cluster import init_ray
+    from helpers.features import pixel_values
+
+    init_ray()
+
+    class Classifier:
+        def __init__(self, checkpoint):
+            with checkpoint.as_directory() as folder:
+                self.processor = AutoImageProcessor.from_pretrained(Path(folder) / "checkpoint", backend="pil")
+                self.model = AutoModelForImageClassification.from_pretrained(Path(folder) / "checkpoint").eval()
+
+        @torch.no_grad()
+        def scores(self, batch):
+            return self.model(pixel_values=pixel_values(self.processor, list(batch["image"]))).logits
+
+        def __call__(self, batch):
+            probabilities = self.scores(batch).softmax(-1)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in probabilities.argmax(-1).tolist()])
+            batch["confidence"] = probabilities.max(-1).values.numpy()
+            return batch
+
+    class RawLogits(Classifier):
+        def __call__(self, batch):
+            logits = self.scores(batch)
+            batch["predicted"] = np.array([self.model.config.id2label[i] for i in logits.argmax(-1).tolist()])
+            batch["confidence"] = logits.max(-1).values.numpy()
+            return batch
+
+    class FirstClass(Classifier):
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["confidence"] = self.scores(batch).softmax(-1)[:, 0].numpy()
+            return batch
+
+    class OnlyItsColumns(Classifier):
+        def __call__(self, batch):
+            out = super().__call__(batch)
+            return {"predicted": out["predicted"], "confidence": out["confidence"]}
+
+    class ForgetsToReturn(Classifier):
+        def __call__(self, batch):
+            super().__call__(batch)  # and returns None
+
+    class LoadsEveryBatch(Classifier):
+        def __init__(self, checkpoint):
+            self.checkpoint = checkpoint
+
+        def __call__(self, batch):
+            super().__init__(self.checkpoint)
+            return super().__call__(batch)
+
+    class OneImageAtATime(Classifier):
+        @torch.no_grad()
+        def scores(self, batch):
+            images = list(batch["image"])
+            return torch.cat([self.model(pixel_values=pixel_values(self.processor, [i])).logits for i in images])
+
+    class ClassIds(Classifier):
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["predicted"] = self.scores(batch).argmax(-1).numpy()  # the id, not the class name
+            return batch
+
+    class NamesWrittenIn(Classifier):  # the lesson's two class names, not the model's three
+        def __call__(self, batch):
+            batch = super().__call__(batch)
+            batch["predicted"] = np.array([["dog", "fish"][i] for i in self.scores(batch).argmax(-1).tolist()])
+            return batch
+
+    class RawArrays(Classifier):  # the processor on the arrays as they come: grayscale and RGBA break it
+        @torch.no_grad()
+        def scores(self, batch):
+            pixels = self.processor(list(batch["image"]), return_tensors="pt")["pixel_values"]
+            return self.model(pixel_values=pixels).logits
+
+    def a_function(batch):
+        return batch
+
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    logging.getLogger("ray.data").addHandler(handler)
+    try:  # the check names the learner's error in one line; Ray Data does not log its tracebacks on stderr first
+        expect(ray_data.check_confident_classifier(ForgetsToReturn), checking.WRONG, "NoneType")
+    finally:
+        logging.getLogger("ray.data").removeHandler(handler)
+    assert not [record.getMessage()[:200] for record in logged if record.levelno >= logging.ERROR]
+    expect(ray_data.check_confident_classifier(RawLogits), checking.WRONG, "softmax")
+    expect(ray_data.check_confident_classifier(FirstClass), checking.WRONG, "of the *predicted* class")
+    expect(ray_data.check_confident_classifier(OnlyItsColumns), checking.WRONG, "return it whole")
+    expect(ray_data.check_confident_classifier(a_function), checking.WRONG, "is not a class")
+    expect(ray_data.check_confident_classifier(LoadsEveryBatch), checking.WRONG, "once for every batch", "__init__")
+    expect(ray_data.check_confident_classifier(OneImageAtATime), checking.WRONG, "3 forward passes", "whole batch")
+    expect(ray_data.check_confident_classifier(ClassIds), checking.WRONG, "the class *name*", "id2label")
+    expect(ray_data.check_confident_classifier(NamesWrittenIn), checking.WRONG, "IndexError", "`model.config.id2label")
+    expect(ray_data.check_confident_classifier(RawArrays), checking.WRONG, "raised ValueError", "converts them to RGB")
+    expect(ray_data.check_confident_classifier(Classifier), checking.DONE, "never seen")
+    ray.shutdown()

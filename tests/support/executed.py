@@ -1,0 +1,220 @@
+"""Running a course notebook the way `make run` does, and reading what a learner sees in its executed copy."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+from ports import SocketWatch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_course  # noqa: E402  (scripts/ is not a package)
+
+from course.lessons import LESSONS  # noqa: E402
+
+NOTEBOOKS = [ROOT / "notebooks" / f"{lesson.notebook}.ipynb" for lesson in LESSONS]  # tests/unit/test_lessons.py: all
+# Run by tests/browser/test_browser.py in JupyterLab, in this order, where Chromium and Playwright are here
+IN_THE_BROWSER = [lesson.notebook for lesson in LESSONS if lesson.runs_in_browser]
+# run by tests/lessons/test_serve.py, which checks its service from outside while it runs
+(SERVE,) = (lesson.notebook for lesson in LESSONS if not lesson.runs_in_browser)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+try:
+    import playwright.sync_api  # noqa: F401
+
+    BROWSER_READY = CHROMIUM is not None
+except ImportError:
+    BROWSER_READY = False
+EXECUTED = run_course.EXECUTED
+MAX_LINES = 120  # text lines of output per notebook: what a reader can follow next to the lesson (a Ray worker's
+# crash report is not counted: see crash_report)
+WARNING = re.compile(r"(Deprecation|Future|UserWarning|RuntimeWarning)|deprecated|will be removed", re.IGNORECASE)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# "(RayTrainWorker pid=123) ": which Ray process printed it (its name may hold parentheses of its own)
+RAY_PREFIX = re.compile(r"^\((?:.*? )?pid=\d+\) ?")
+# A Ray 2.60 worker process that crashed (a segmentation fault, an abort on a corrupt mutex): seen in a few runs on
+# a 2-core machine, in idle and Ray Data workers; Ray retries the task elsewhere and the results are unaffected. Once,
+# with seven kernels alive, a Ray Train controller whose run had ended aborted on glibc's robust-mutex assertion.
+RAY_WORKER_CRASH = re.compile(
+    r"Fatal Python error|mutex\.cc|SIGABRT received|SIGSEGV received|pthread_mutex_lock\.c:\d+: .*Assertion"
+)
+# A Ray worker that Ray ends on purpose (a trial that Tune's scheduler stopped, notebook 07) and that got the SIGTERM
+# while Python ran a clean-up callback: Python prints the SystemExit it could not raise there. Tolerated where the
+# notebook's markdown says what it means (it holds STOPPED_PHRASE).
+STOPPED_ON_PURPOSE = re.compile(
+    r"^.*Exception ignored in: .*\n(?:.*\n)*?.*in sigterm_handler\n(?:.*\n)*?.*SystemExit: 1$\n?", re.MULTILINE
+)
+STOPPED_PHRASE = "SystemExit: 1"
+# What Ray or a library writes to a notebook's stderr though the course cannot switch it off. JupyterLab shows stderr
+# on a pink background, as if something went wrong, so the notebook says in a sentence what each such line means: its
+# markdown holds the phrase given here. Anything else on stderr is a finding.
+EXPLAINED = {
+    # Ray's core, as a Ray Data actor pool starts: Ray Data restarts crashed actors, and a restart needs the pool's
+    # arguments, which Ray keeps in the object store (ray-project/ray#53727)
+    re.compile(r"has constructor arguments in the object store and max_restarts > 0"): "arguments in the object store",
+    # XGBoost, as each worker joins the others (its C++ code prints it whatever its verbosity)
+    re.compile(r"Task \[xgboost\.ray-rank=\d+\]:\w+ got rank \d+$"): "got rank",
+    # Ray Tune, as an experiment is interrupted on purpose (notebook 07): it saved its state, and how to resume
+    re.compile(r"WARNING tune\.py:\d+ -- Stop signal received \(e\.g\. via SIGINT/Ctrl\+C\)"): "Stop signal received",
+    re.compile(r"WARNING tune\.py:\d+ -- Experiment has been interrupted, but the most recent state was saved"): (
+        "Experiment has been interrupted, but the most recent state was saved"
+    ),
+    re.compile(r"^Resume experiment with: Tuner\.restore\(path="): "Resume experiment with: Tuner.restore",
+    # Ray Train, as a trial's trainer is stopped with its trial (the interruption above): its workers' CPUs are freed
+    re.compile(r"Detected that the Ray Train controller actor \(\w+\) is dead\. Cleaning up placement group"): (
+        "Cleaning up placement group"
+    ),
+}
+# Ray Train's worker logs its training function's failure, with the traceback, before Ray Train acts on it
+FAILURE = re.compile(r"^Error in training function:$")
+FAILURE_PHRASE = "Error in training function"
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
+# Lines about the whole cluster that every attached notebook receives, so that no notebook can explain them; the reason.
+CLUSTER_WIDE = {
+    "Failed to kill actor": "the GCS, about an actor whose process had already exited (another notebook's, maybe)",
+    "(raylet) ": "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
+    "had exited), not the lesson's",
+}
+# Warnings the course's own calls do not cause and cannot avoid, with the reason.
+NOT_OURS = {
+    "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "
+    "datasets (ray.train.v2 state export calls DataConfig.default_ingest_options), whatever the course passes",
+}
+
+
+def calls(path: Path, name: str) -> list[ast.Call]:
+    """The calls to ``name`` (as written: ``"results.record"``) in the code cells of the notebook at ``path``."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            tree = ast.parse("".join(cell["source"]))
+            found += [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == name]
+    return found
+
+
+def exercise_checks(path: Path) -> list[str]:
+    """The exercise checks the notebook at ``path`` calls (``exercises.check_...``: its lesson's module, imported as
+    ``exercises``), in order."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+                found += [name] if name.startswith("exercises.check_") else []
+    return found
+
+
+def run(path: Path, folder: Path = EXECUTED, **options) -> run_course.Outcome:
+    """Execute ``path`` as `make run` does (its executed copy lands in ``folder``), while a :class:`ports.SocketWatch`
+    samples the listening sockets: a process of the course listening beyond 127.0.0.1 at any time makes the outcome a
+    failure that names the notebook and the process."""
+    options.setdefault("cell_timeout", 900)
+    with SocketWatch(path.stem) as watch:
+        outcome = run_course.execute(path, folder, **options)
+    wide = watch.problems()
+    if wide:
+        outcome.status = "; ".join(([] if outcome.ok else [outcome.status]) + wide)
+    return outcome
+
+
+def crash_report(text: str) -> bool:
+    """Whether a stream output is only a Ray worker's crash report (:data:`RAY_WORKER_CRASH`, every line under a Ray
+    process's prefix): Ray runs the task again, and the report (tens of lines of C++ stack) is not the lesson's
+    output, so it counts neither as a line a reader follows nor as unexplained stderr; it is printed."""
+    text = ANSI.sub("", text)
+    lines = [line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()]
+    return bool(RAY_WORKER_CRASH.search(text)) and all(RAY_PREFIX.match(line) for line in lines)
+
+
+def output_lines(path: Path, folder: Path = EXECUTED) -> list[str]:
+    """The text lines a reader sees in the executed copy of ``path`` in ``folder``, as a terminal shows them: a
+    cell's stream outputs in a row are one text, and a carriage return (a progress line's update) overwrites its
+    line; only a newline ends one."""
+    notebook = nbformat.read(folder / path.name, as_version=4)
+    lines = []
+    for cell in notebook.cells:
+        texts = []
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream" and not crash_report(output.text):  # Ray's, not the lesson's
+                texts.append(output.text)
+            elif output.output_type == "error":
+                texts.append("\n" + "\n".join(output.traceback) + "\n")
+        pieces = "".join(texts).split("\n")
+        if pieces[-1] == "":
+            pieces.pop()
+        lines += [ANSI.sub("", line.rsplit("\r", 1)[-1]) for line in pieces]
+    return lines
+
+
+def repeats(lines: list[str]) -> list[str]:
+    """Lines printed twice in a row (blank lines aside, also a Ray process's blank line under its prefix)."""
+    pairs = zip(lines, lines[1:], strict=False)
+    return [line for line, after in pairs if RAY_PREFIX.sub("", line).strip() and line == after]
+
+
+def warnings(lines: list[str]) -> list[str]:
+    """Warning lines, except those listed in ``NOT_OURS`` (and the source line Python prints under one)."""
+    found = []
+    for before, line in zip(["", *lines[:-1]], lines, strict=False):
+        if WARNING.search(line) and not any(key in line or key in before for key in NOT_OURS):
+            found.append(line)
+    return found
+
+
+def problems(path: Path, folder: Path = EXECUTED) -> list[str]:
+    """What makes the executed copy of ``path`` (in ``folder``) hard to read, one sentence each, stderr that it does
+    not explain included (:func:`stderr_problems`); empty when it reads well."""
+    lines = output_lines(path, folder)
+    found = []
+    if len(lines) > MAX_LINES:
+        found.append(f"{len(lines)} lines of output (at most {MAX_LINES}); the last ones: {lines[-5:]}")
+    if repeats(lines):
+        found.append(f"lines printed twice in a row: {repeats(lines)[:5]}")
+    if warnings(lines):
+        found.append(f"warnings in the output: {warnings(lines)[:5]}")
+    return found + stderr_problems(json.loads((folder / path.name).read_text()))
+
+
+def stderr_problems(notebook: dict) -> list[str]:
+    """What a notebook (as JSON: an executed copy, or saved from JupyterLab) wrote to stderr that it does not explain.
+
+    Tolerated: a line in :data:`EXPLAINED` or a failure of the training function (:data:`FAILURE`, up to its
+    exception line) where the notebook's markdown says what it means; a line in :data:`CLUSTER_WIDE`; a Ray worker's
+    crash report (:data:`RAY_WORKER_CRASH`; Ray runs the task again); a worker Ray stopped on purpose
+    (:data:`STOPPED_ON_PURPOSE`) where the markdown says so. The crash reports and cluster-wide lines are printed."""
+    markdown = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        for output in cell.get("outputs", []):
+            if output["output_type"] != "stream" or output["name"] != "stderr":
+                continue
+            text = ANSI.sub("", "".join(output["text"]))
+            if STOPPED_PHRASE in markdown:
+                text = STOPPED_ON_PURPOSE.sub("", text)
+            if crash_report(text):
+                print(f"cell {index}: a Ray worker crashed and Ray went on (tolerated): {text[:160]!r}")
+                continue
+            in_traceback = False
+            for line in (line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()):
+                plain = RAY_PREFIX.sub("", line)
+                if in_traceback:
+                    in_traceback = not EXCEPTION_LINE.match(plain)
+                    continue
+                if FAILURE.match(plain):
+                    in_traceback = True
+                    phrase = FAILURE_PHRASE
+                else:
+                    phrase = next((said for pattern, said in EXPLAINED.items() if pattern.search(plain)), None)
+                if phrase is not None:
+                    if phrase not in markdown:
+                        found.append(f"cell {index} shows {line[:160]!r}, and no markdown cell says what it means")
+                elif any(key in line for key in CLUSTER_WIDE):
+                    print(f"cell {index}: Ray's message about the cluster (tolerated): {line[:160]!r}")
+                else:
+                    found.append(f"cell {index} wrote to stderr: {line[:300]!r}")
+    return found

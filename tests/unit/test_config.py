@@ -1,0 +1,279 @@
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pytest
+
+from course import config
+
+
+def test_standin_is_the_default(monkeypatch):
+    monkeypatch.delenv(config.SOURCES_ENV, raising=False)
+    assert config.get_sources().kind == "standin"
+
+
+def test_env_switches_to_real(monkeypatch):
+    monkeypatch.setenv(config.SOURCES_ENV, "real")
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
+    sources = config.get_sources()
+    assert sources.kind == "real"
+    assert sources.beans == "AI-Lab-Makerere/beans"
+    assert sources.model == config.REAL_MODELS["cpu"]  # no GPUs here: the cpu budget's model
+    assert sources.imagenette.startswith("s3://")
+    assert sources.cifar10.startswith("s3://")
+
+
+def test_unknown_setting_names_the_choices(monkeypatch):
+    monkeypatch.setenv(config.SOURCES_ENV, "hub")
+    with pytest.raises(ValueError, match=r"standin.*COURSE_SOURCES=standin|real"):
+        config.get_sources()
+
+
+def test_standin_sources_are_local_and_real_ones_remote(tmp_path):
+    standin, real = config.get_sources("standin", tmp_path), config.get_sources("real", tmp_path)
+    for field in fields(config.Sources):
+        if field.name == "kind":
+            continue
+        assert config.is_local(getattr(standin, field.name)), field.name
+        assert Path(getattr(standin, field.name)).is_relative_to(tmp_path)
+    assert not config.is_local(real.beans) and not config.is_local(real.model)
+    assert not config.is_local(real.imagenette) and not config.is_local(real.cifar10)
+
+
+@pytest.mark.parametrize("sources_kind", ["standin", "real"])
+@pytest.mark.parametrize("budget_kind", ["cpu", "gpu"])
+def test_sources_and_budget_are_chosen_independently(monkeypatch, sources_kind, budget_kind):
+    """The four combinations: the budget never depends on the sources, the sources never on the budget."""
+    monkeypatch.setenv(config.SOURCES_ENV, sources_kind)
+    monkeypatch.setenv(config.BUDGET_ENV, budget_kind)
+    sources = config.get_sources()
+    for gpus in (0, 4):  # the setting wins over the hardware
+        budget = config.get_budget(gpus)
+        assert (sources.kind, budget.kind) == (sources_kind, budget_kind)
+    text = config.describe(sources, budget, "a plan", lesson="04_cifar10_pytorch_to_ray")
+    assert f"sources: {sources_kind}" in text and f"budget: {budget_kind}" in text and "plan: a plan" in text
+    assert f"\n  cifar: architecture={budget.cifar.architecture}," in text and "beans:" not in text
+
+
+def test_the_budget_follows_the_hardware_when_unset(monkeypatch):
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
+    assert config.get_budget(0).kind == "cpu" and config.get_budget(0.0).kind == "cpu"
+    assert config.get_budget(1).kind == "gpu" and config.get_budget(8).kind == "gpu"
+
+
+def test_an_unknown_budget_names_the_choices(monkeypatch):
+    monkeypatch.setenv(config.BUDGET_ENV, "laptop")
+    with pytest.raises(ValueError, match=r"COURSE_BUDGET='laptop'.*\['cpu', 'gpu'\]"):
+        config.get_budget(0)
+
+
+def test_the_cpu_budget_is_small_and_the_gpu_budget_is_the_real_thing():
+    cpu, gpu = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
+    assert cpu.cifar.architecture == "small" and cpu.cifar.train_size and cpu.cifar.batch_size <= 64
+    assert gpu.cifar.architecture == "full" and gpu.cifar.train_size is None and gpu.cifar.batch_size == 512
+    assert gpu.max_workers > cpu.max_workers
+    for budget in (cpu, gpu):
+        knobs = budget.shared() | {
+            f"{s}.{k}": v for s in config.SECTIONS for k, v in asdict(getattr(budget, s)).items()
+        }
+        for name, value in knobs.items():
+            values = value if isinstance(value, tuple) else (value,)
+            assert all(v is None or isinstance(v, str) or v > 0 for v in values), f"{budget.kind}: {name} = {value}"
+        assert budget.beans.train_steps % budget.beans.eval_steps == 0, "the last step is an evaluation"
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_notebook_04s_batch_is_one_that_notebook_07s_searches_choose_from(kind):
+    """07 starts its search over Ray Train with notebook 04's choice (`points_to_evaluate`). On one H200, the gpu
+    budget's 512 was outside the searches' [32, 64, 128], and Tune warned that the pre-set value is not valid."""
+    budget = config.get_budget(kind=kind)
+    assert budget.cifar.batch_size in budget.tune.batch_sizes, budget.tune.batch_sizes
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_notebook_07s_interrupted_search_has_a_trial_to_interrupt_and_the_cpu_budget_runs_one_at_a_time(kind):
+    """07's step 4 sends Ctrl-C once 2 trials have finished (`InterruptOnce(2)`): a third must be running by then, for
+    step 5 to resume it. On a laptop, one trial at a time: two (about 2 GB each) took the cluster past 8 GB."""
+    import json
+
+    budget = config.get_budget(kind=kind)
+    cells = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "07_ray_tune.ipynb").read_text())["cells"]
+    assert any("InterruptOnce(2)" in "".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    assert budget.tune.train_samples > 2, budget.tune
+    assert budget.tune.train_trials_at_once == (1 if kind == "cpu" else None), budget.tune
+
+
+def test_describe_without_a_lesson_shows_every_source_and_knob(monkeypatch):
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
+    text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
+    assert "sources: standin" in text and config.STANDIN_VIT in text
+    budget = config.get_budget(kind="cpu")
+    assert all(f" {name}=" in text or f"  {name}=" in text for name in budget.shared())
+    for section in config.SECTIONS:
+        line = next(line for line in text.splitlines() if line.startswith(f"  {section}: "))
+        assert all(f"{field.name}=" in line for field in fields(getattr(budget, section)))
+
+
+def test_missing_local_folder_names_the_build_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make data"):
+        config.require_local(tmp_path / "nope", "beans-like leaf data set")
+
+
+def test_filesystem_resolves_local_paths_and_public_buckets(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fs, path = config.filesystem("relative/folder")
+    assert fs.type_name == "local" and path == str(tmp_path / "relative/folder")
+    fs, path = config.filesystem("s3://anonymous@air-example-data-2/imagenette2")
+    assert fs.type_name == "s3" and path == "air-example-data-2/imagenette2"
+
+
+def test_every_run_gets_a_name_of_its_own():
+    from datetime import datetime, timedelta
+
+    first = datetime(2026, 11, 21, 22, 0, 0)
+    assert config.run_name("02-beans", first) == "02-beans-2026-11-21_22-00-00"
+    assert config.run_name("02-beans", first) != config.run_name("02-beans", first + timedelta(seconds=1))
+    assert config.CHECKPOINTS_KEPT >= 1
+
+
+def test_missing_stand_ins_say_make_data(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make data"):
+        config.require_data(config.get_sources("standin", tmp_path))
+    import dataclasses
+
+    here = dataclasses.replace(config.get_sources("real", tmp_path), imagenette=str(tmp_path), cifar10=str(tmp_path))
+    assert config.require_data(here) is here  # Hub ids are left to the Hub; folders that exist pass
+
+
+def test_the_makefile_reads_course_sources_as_python_does():
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "COURSE_", "MAKE"))}  # as a fresh shell
+    for value in ("", "standin", "Real", " REAL ", "real"):
+        shown = subprocess.run(
+            ["make", "-s", "-C", str(root), "sources", f"COURSE_SOURCES={value}"],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        kind = config.sources_kind(value or None)
+        assert f"COURSE_SOURCES={kind} " in shown, (value, shown)
+        assert ("HF_HUB_OFFLINE=1" in shown) == (kind != "real"), (value, shown)
+
+
+def test_a_bucket_for_the_data_folder_is_refused_with_the_alternatives(monkeypatch):
+    monkeypatch.setenv(config.DATA_DIR_ENV, "s3://my-bucket/data")
+    with pytest.raises(ValueError, match="must be a folder every node mounts") as refused:
+        config.get_sources("standin")
+    assert config.STORAGE_ENV in str(refused.value) and "COURSE_SOURCES=real" in str(refused.value)
+
+
+def test_one_setting_names_the_pretrained_model_for_both_kinds_of_sources(monkeypatch, tmp_path):
+    monkeypatch.setenv(config.MODEL_ENV, "google/vit-base-patch16-224")
+    assert config.get_sources("real").model == "google/vit-base-patch16-224"
+    assert config.get_sources("standin").model == "google/vit-base-patch16-224"
+    monkeypatch.delenv(config.MODEL_ENV)
+    assert config.get_sources("real").model == config.REAL_MODELS["cpu"]
+    assert config.get_sources("standin", tmp_path).model == str(tmp_path / config.STANDIN_VIT)
+
+
+def test_the_real_model_follows_the_budget_small_on_a_laptop_vit_b16_on_gpus(monkeypatch):
+    monkeypatch.delenv(config.MODEL_ENV, raising=False)
+    monkeypatch.delenv(config.BUDGET_ENV, raising=False)
+    cpu, gpu = config.get_budget(kind="cpu", sources="real"), config.get_budget(kind="gpu", sources="real")
+    assert config.get_sources("real", budget=cpu).model == "facebook/deit-tiny-patch16-224"
+    assert config.get_sources("real", budget=gpu).model == "google/vit-base-patch16-224-in21k"
+    assert config.get_sources("real").model == config.REAL_MODELS["cpu"]  # no budget, no GPUs: the cpu one
+    monkeypatch.setenv(config.BUDGET_ENV, "gpu")
+    assert config.get_sources("real").model == config.REAL_MODELS["gpu"]
+
+
+def test_the_cpu_budget_with_the_real_sources_takes_fewer_smaller_steps_and_the_gpu_budget_is_unchanged():
+    standin, real = config.get_budget(kind="cpu", sources="standin"), config.get_budget(kind="cpu", sources="real")
+    assert real.kind == "cpu" and real.cifar == standin.cifar and real.serve == standin.serve
+    for section, knobs in config.REAL_CPU.items():
+        assert asdict(getattr(real, section)) == asdict(getattr(standin, section)) | knobs
+    assert real.beans.train_steps * real.beans.batch_size < standin.beans.train_steps * standin.beans.batch_size
+    assert config.get_budget(kind="gpu", sources="real") == config.get_budget(kind="gpu", sources="standin")
+
+
+def test_beans_is_named_by_its_hub_id_with_the_owner():
+    """huggingface_hub 2.4 refuses `load_dataset("beans")` before any request (HfUriError: namespace/name)."""
+    assert config.get_sources("real").beans == "AI-Lab-Makerere/beans"
+
+
+def test_a_hub_id_is_not_a_local_path_whatever_folders_the_working_directory_holds(monkeypatch, tmp_path):
+    (tmp_path / "beans").mkdir()
+    (tmp_path / "AI-Lab-Makerere" / "beans").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert not config.is_local("beans") and not config.is_local("AI-Lab-Makerere/beans")
+    assert config.is_local("./beans") and config.is_local(str(tmp_path / "beans")) and config.is_local("~/beans")
+
+
+@pytest.mark.parametrize("bucket", ["air-example-data-2", "ray-example-data"])
+def test_the_public_buckets_are_read_in_their_own_region_on_a_machine_without_aws_settings(monkeypatch, bucket):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")  # no profile's region either
+    fs, path = config.filesystem(f"s3://anonymous@{bucket}/some/prefix")
+    assert fs.region == "us-west-2" and path == f"{bucket}/some/prefix"
+
+
+def test_floors_are_enforced_unless_the_setting_says_report(monkeypatch):
+    monkeypatch.delenv(config.FLOORS_ENV, raising=False)
+    assert config.floors() == "enforce"
+    monkeypatch.setenv(config.FLOORS_ENV, " Report ")
+    assert config.floors() == "report"
+    monkeypatch.setenv(config.FLOORS_ENV, "skip")
+    with pytest.raises(ValueError, match="enforce.*report"):
+        config.floors()
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("sources", ["standin", "real"])
+def test_every_beans_budget_has_room_for_02bs_crash_between_its_second_and_third_checkpoint(kind, sources):
+    beans = config.get_budget(kind=kind, sources=sources).beans
+    crash_at_step = beans.eval_steps * 2 + beans.eval_steps // 2  # as notebook 02b computes it
+    assert crash_at_step < beans.train_steps, (kind, sources, beans)
+
+
+@pytest.mark.parametrize(
+    ("section", "knobs", "refusal"),
+    [
+        ("beans", {"learning_rate": 5.0}, r"BeansBudget.learning_rate=5.0 is not a learning rate"),
+        ("beans", {"eval_steps": 400}, r"BeansBudget.eval_steps=400 must be at most train_steps"),
+        ("dogs", {"batch_size": 0}, r"DogsBudget.batch_size=0 must be a number above 0"),
+        ("cifar", {"architecture": "huge"}, r"CifarBudget.architecture='huge' must be one of \['small', 'full'\]"),
+        ("cifar", {"epochs": None}, r"CifarBudget.epochs=None is not set"),
+        ("tune", {"batch_sizes": ()}, r"TuneBudget.batch_sizes=\(\) must hold numbers above 0"),
+        ("serve", {"look_back_s": 5.0}, r"ServeBudget.look_back_s=5.0 must be over 10 s"),
+        ("core", {"task_seconds": -1.0}, r"CoreBudget.task_seconds=-1.0 must be a number above 0"),
+    ],
+)
+def test_a_broken_budget_is_refused_when_it_is_made_with_what_to_fix(section, knobs, refusal):
+    from dataclasses import replace
+
+    budget = config.get_budget(kind="cpu")
+    with pytest.raises(ValueError, match=refusal + r".*fix the budget in course/config.py"):
+        replace(getattr(budget, section), **knobs)
+    with pytest.raises(ValueError, match=r"Budget.kind='tpu' must be one of \['cpu', 'gpu'\]"):
+        replace(budget, kind="tpu")
+    values = asdict(budget)
+    values[section] |= knobs
+    with pytest.raises(ValueError, match=refusal):
+        config.Budget.from_dict(values)  # a Ray Train worker's loop_config is checked too
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("sources", ["standin", "real"])
+def test_every_budget_the_course_ships_passes_its_own_rules(kind, sources):
+    budget = config.get_budget(kind=kind, sources=sources)
+    assert config.Budget.from_dict(asdict(budget)) == budget
+
+
+def test_the_budgets_architectures_are_the_vits():
+    from helpers import vit
+
+    assert set(config.ARCHITECTURES) == set(vit.ARCHITECTURES)

@@ -1,0 +1,277 @@
+"""course.internals: each reach into a library's internals still finds what it relies on.
+
+One test per entry of the table at the top of course/internals.py: when an upgrade of Ray, torch or transformers
+changes what an entry relies on, its test fails and says which entry to review (and what uses it). Beside them: the
+releases the entries name are the lock's and the installed ones, and no other module of the course reaches into a
+library's internals.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import inspect
+import json
+import re
+import socket
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from course import cluster, internals
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK = ROOT / "requirements" / "lock.txt"
+# Modules of a library that are not its public API: importing them, or a name with an underscore from the library
+# itself, is a reach into its internals.
+INTERNAL_MODULE = re.compile(r"\._")  # ray._private.x, ray.train.torch.config._TorchBackend
+LIBRARIES = ("ray", "torch", "transformers")
+# The one reach that stays where it is: this script runs on a node where the course is not installed.
+STAYS_IN_PLACE = {"scripts/cluster_node.py": {"ray._private.node", "ray._private.parameter"}}
+
+
+def review(entry: str) -> str:
+    return f"course.internals' entry {entry!r} no longer holds for this release: review it, and what uses it"
+
+
+def ray_train_snapshot(reported: list[dict]) -> dict:
+    """The run snapshot Ray Train 2.60 writes (``internals.RUN_SNAPSHOT``) for ``reported``, the checkpoints a run
+    reported with their metrics (``checkpoint_dir_name``, ``metrics``), without a score to order them by."""
+    return {
+        "ray_version": internals.WRITTEN_FOR["ray"],
+        "checkpoint_results": reported,
+        "checkpoint_report_indices": list(range(len(reported))),
+        "latest_checkpoint_result": reported[-1] if reported else None,
+        "pending_training_results": [],
+        "pending_validation_specs": [],
+        "current_report_index": len(reported),
+        "validated_checkpoint_dir_names": [],
+        "timed_out_validation_checkpoint_dir_names": [],
+        "failed_validation_checkpoint_dir_names": [],
+    }
+
+
+# --- the releases, and nothing outside course.internals ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("library", sorted(internals.WRITTEN_FOR))
+def test_the_entries_name_the_locked_release_and_it_is_the_installed_one(library):
+    named = internals.WRITTEN_FOR[library]
+    pinned = re.search(rf"^{library}==(\S+)", LOCK.read_text(), re.MULTILINE)
+    assert pinned and pinned.group(1) == named, (
+        f"requirements/lock.txt pins {library} {pinned and pinned.group(1)}, course.internals was written for {named}: "
+        f"review every {library} entry of its table (each has a test here), then change WRITTEN_FOR"
+    )
+    installed = importlib.metadata.version(library).split("+")[0]  # torch's CPU build: 2.13.0+cpu
+    assert installed == named, (
+        f"{library} {installed} is installed, course.internals was written for {named}: review its {library} entries"
+    )
+
+
+def reaches(path: Path) -> set[str]:
+    """The library internals ``path`` imports: modules such as ``ray._private.x``, or names with an underscore."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {name for name in names if name.split(".")[0] in LIBRARIES and INTERNAL_MODULE.search(name)}
+    return found
+
+
+def test_no_other_module_of_the_course_reaches_into_a_librarys_internals():
+    paths = [*(ROOT / "course").rglob("*.py"), *(ROOT / "helpers").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]
+    found = {
+        str(path.relative_to(ROOT)): reaches(path) - STAYS_IN_PLACE.get(str(path.relative_to(ROOT)), set())
+        for path in paths
+        if path.name != "internals.py" and "__pycache__" not in path.parts
+    }
+    against = sorted(f"{path}: {', '.join(sorted(names))}" for path, names in found.items() if names)
+    assert not against, "library internals are reached from course.internals only (an entry there, tested here):\n" + (
+        "\n".join(against)
+    )
+
+
+def test_course_internals_imports_no_library_at_its_top():
+    """Every Ray worker imports it (course.worker_setup): it stays as small to import as that module."""
+    tree = ast.parse((ROOT / "course" / "internals.py").read_text())
+    top = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    top |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    assert not {name.split(".")[0] for name in top} & {*LIBRARIES, "course", "helpers"}, top
+
+
+@pytest.mark.parametrize("name", sorted(internals.LAZY))
+def test_each_lazy_name_is_the_librarys_own(name):
+    module, attribute = internals.LAZY[name]
+    assert getattr(internals, name) is getattr(importlib.import_module(module), attribute), review(name)
+
+
+# --- one test per entry ------------------------------------------------------------------------------------------
+
+
+def test_ray_constants_enable_ray_cluster_keeps_this_node_on_loopback(monkeypatch: pytest.MonkeyPatch):
+    import ray._private.worker
+    from ray._private import ray_constants, services
+
+    entry = "ray_constants.ENABLE_RAY_CLUSTER"
+    monkeypatch.setattr(ray._private.worker, "_global_node", None)  # as before ray.init
+    assert isinstance(ray_constants.ENABLE_RAY_CLUSTER, bool), review(entry)
+    assert ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR == cluster.SINGLE_MACHINE, review(entry)
+    assert "ray_constants.ENABLE_RAY_CLUSTER" in inspect.getsource(services.get_node_ip_address), review(entry)
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
+    monkeypatch.setattr(services, "node_ip_address_from_perspective", lambda *args, **kwargs: "10.0.0.5")
+    internals.keep_ray_on_loopback()
+    assert ray_constants.ENABLE_RAY_CLUSTER is False
+    assert services.get_node_ip_address() == "127.0.0.1", review(entry)
+
+
+def test_ray_trains_torch_backend_is_what_loopback_torch_backend_extends():
+    from ray.train.torch import TorchConfig
+    from ray.train.torch.config import _set_torch_distributed_env_vars, _TorchBackend
+
+    from course.distributed import LoopbackTorchBackend
+
+    entry = "_TorchBackend, _set_torch_distributed_env_vars"
+    assert TorchConfig().backend_cls is _TorchBackend, review(entry)
+    assert list(inspect.signature(_TorchBackend.on_start).parameters) == ["self", "worker_group", "backend_config"]
+    assert not inspect.signature(_set_torch_distributed_env_vars).parameters, review(entry)
+    assert "worker_group.execute(_set_torch_distributed_env_vars)" in inspect.getsource(_TorchBackend.on_start), (
+        review(entry) + ": Ray's own on_start no longer sets the workers' variables this way"
+    )
+    overridden = {name for name, value in vars(LoopbackTorchBackend).items() if inspect.isfunction(value)}
+    assert overridden == {"on_start"}, "LoopbackTorchBackend overrides on_start only: Ray's backend does the rest"
+    for method in ("on_shutdown", "on_training_start"):
+        assert getattr(LoopbackTorchBackend, method) is getattr(_TorchBackend, method), review(entry)
+
+
+def test_torchs_tcp_store_serves_on_a_socket_handed_to_it():
+    import torch.distributed as dist
+
+    assert "master_listen_fd" in (dist.TCPStore.__init__.__doc__ or ""), review("torch TCPStore(master_listen_fd)")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    store = dist.TCPStore(
+        "127.0.0.1", port, 1, is_master=True, timeout=timedelta(seconds=10), master_listen_fd=listener.detach()
+    )
+    store.set("key", "value")
+    assert store.get("key") == b"value", review("torch TCPStore(master_listen_fd)")
+
+
+def test_ray_binds_its_grpc_servers_through_add_port_to_grpc_server(monkeypatch: pytest.MonkeyPatch):
+    import ray.serve._private.replica as replica
+    from ray._common import tls_utils
+
+    entry = "tls_utils.add_port_to_grpc_server"
+    assert list(inspect.signature(tls_utils.add_port_to_grpc_server).parameters) == ["server", "address"], review(entry)
+    assert "from ray._common.tls_utils import add_port_to_grpc_server" in inspect.getsource(replica), (
+        review(entry) + ": Serve's replica no longer holds its own reference (the rewrite sets it there too)"
+    )
+    bound = []
+    monkeypatch.setattr(tls_utils, "add_port_to_grpc_server", lambda server, address: bound.append(address) or 7)
+    monkeypatch.setattr(replica, "add_port_to_grpc_server", tls_utils.add_port_to_grpc_server)
+    internals.rewrite_grpc_server_addresses(lambda address: address.replace("[::]", "127.0.0.1"))
+    internals.rewrite_grpc_server_addresses(lambda address: address + "-twice")  # once per process
+    assert replica.add_port_to_grpc_server(None, "[::]:0") == 7 and bound == ["127.0.0.1:0"]
+    assert tls_utils.add_port_to_grpc_server is replica.add_port_to_grpc_server
+
+
+def test_ray_train_writes_the_run_snapshot_that_result_from_path_reads(tmp_path):
+    from ray.train import Result
+    from ray.train.v2._internal.constants import CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
+    from ray.train.v2._internal.execution.checkpoint.checkpoint_manager import _CheckpointManagerState
+
+    entry = "checkpoint_manager_snapshot.json"
+    assert internals.RUN_SNAPSHOT == CHECKPOINT_MANAGER_SNAPSHOT_FILENAME, review(entry)
+    assert set(_CheckpointManagerState.model_fields) == set(ray_train_snapshot([])), (
+        review(entry) + ": the snapshot's fields changed (tests write it as ray_train_snapshot does)"
+    )
+    reported = []
+    for step in (50, 100):
+        (tmp_path / "run" / f"checkpoint_{step}").mkdir(parents=True)
+        reported.append({"checkpoint_dir_name": f"checkpoint_{step}", "metrics": {"step": step}})
+    (tmp_path / "run" / internals.RUN_SNAPSHOT).write_text(json.dumps(ray_train_snapshot(reported)))
+    result = Result.from_path(str(tmp_path / "run"))
+    assert result.checkpoint.path == str(tmp_path / "run" / "checkpoint_100") and result.metrics == {"step": 100}
+    assert [metrics["step"] for _, metrics in result.best_checkpoints] == [50, 100], review(entry)
+
+
+def test_transformers_trainer_resumes_through_load_from_checkpoint():
+    from transformers import Trainer
+
+    from helpers.train import ResumableTrainer
+
+    entry = "Trainer._load_from_checkpoint"
+    signature = inspect.signature(Trainer._load_from_checkpoint)
+    assert list(signature.parameters) == ["self", "resume_from_checkpoint", "model"], review(entry)
+    assert signature.parameters["model"].default is None, review(entry)
+    assert "self._load_from_checkpoint(resume_from_checkpoint" in inspect.getsource(Trainer), (
+        review(entry) + ": the Trainer no longer resumes through it, and ResumableTrainer's override does nothing"
+    )
+    assert list(inspect.signature(ResumableTrainer._load_from_checkpoint).parameters) == list(signature.parameters)
+
+
+def test_ray_datas_logical_plan_has_what_the_lazy_limit_check_walks():
+    import ray.data
+    from ray.data._internal.iterator.iterator_impl import DataIteratorImpl
+    from ray.data._internal.logical.interfaces import LogicalOperator, LogicalPlan
+
+    entry = "Ray Data's logical plan"
+    assert issubclass(internals.InputData, LogicalOperator) and issubclass(internals.Limit, LogicalOperator)
+    assert isinstance(inspect.getattr_static(LogicalOperator, "input_dependencies"), property), review(entry)
+    assert isinstance(inspect.getattr_static(LogicalPlan, "dag"), property), review(entry)
+    assert "self._logical_plan = " in inspect.getsource(ray.data.Dataset.__init__), review(entry)
+    assert "self._base_dataset = " in inspect.getsource(DataIteratorImpl.__init__), review(entry)
+    assert "DataIteratorImpl(" in inspect.getsource(ray.data.Dataset.iterator), review(entry)
+
+
+def test_ray_trains_get_checkpoint_ends_in_the_workers_train_fn_utils():
+    import ray.train
+    from ray.train.v2._internal.execution import train_fn_utils
+
+    entry = "get_train_fn_utils"
+    assert "get_train_fn_utils().get_checkpoint()" in inspect.getsource(ray.train.get_checkpoint), review(entry)
+    for utils in (train_fn_utils.DistributedTrainFnUtils, train_fn_utils.LocalTrainFnUtils):
+        assert issubclass(utils, train_fn_utils.TrainFnUtils) and "get_checkpoint" in vars(utils), review(entry)
+
+
+def test_rays_cluster_notes_its_address_through_write_ray_address(monkeypatch: pytest.MonkeyPatch):
+    import ray._private.utils
+    import ray.cluster_utils
+
+    entry = "write_ray_address"
+    written = []
+    monkeypatch.setattr(ray._private.utils, "write_ray_address", lambda *args, **kwargs: written.append(args))
+    assert "ray._private.utils.write_ray_address(" in inspect.getsource(ray.cluster_utils.Cluster), review(entry)
+    internals.never_note_ray_address()
+    assert ray._private.utils.write_ray_address("127.0.0.1:6389") is None and not written
+
+
+def test_rays_node_and_params_take_what_the_isolated_node_script_gives():
+    import ray._private.node
+    import ray._private.parameter
+
+    entry = "Node, RayParams"
+    script = ast.parse((ROOT / "scripts" / "cluster_node.py").read_text())
+    calls = {
+        node.func.attr: node
+        for node in ast.walk(script)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("Node", "RayParams")
+    }
+    assert set(calls) == {"Node", "RayParams"}, "scripts/cluster_node.py no longer starts its node this way"
+    taken = {
+        "RayParams": set(inspect.signature(ray._private.parameter.RayParams).parameters),
+        "Node": set(inspect.signature(ray._private.node.Node).parameters),
+    }
+    for name, call in calls.items():
+        given = {keyword.arg for keyword in call.keywords}
+        assert given <= taken[name], review(entry) + f": {name} no longer takes {sorted(given - taken[name])}"
+    assert "dashboard_agent_listen_port" in vars(ray._private.parameter.RayParams(num_cpus=1)), review(entry)
+    assert isinstance(inspect.getattr_static(ray._private.node.Node, "node_id"), property), review(entry)

@@ -1,0 +1,83 @@
+"""One record per lesson (course.lessons): every notebook has one and every record has its notebook, its
+solutions, its exercise checks and a section of the budget. Fast: no Ray, no notebook runs."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from executed import calls, exercise_checks
+
+from course import config
+from course.lessons import LESSONS, Lesson
+from course.resources import plan_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+ON_DISK = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+
+
+def code_of(path: Path) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+
+
+def test_every_notebook_has_a_record_and_every_record_a_notebook():
+    recorded = [lesson.notebook for lesson in LESSONS]
+    unrecorded = sorted(set(ON_DISK) - set(recorded))
+    assert not unrecorded, f"add a Lesson(notebook=...) record to course/lessons.py for {unrecorded}"
+    missing = sorted(set(recorded) - set(ON_DISK))
+    assert not missing, f"records without a notebook: add notebooks/<name>.ipynb or remove the record: {missing}"
+    assert recorded == sorted(recorded), "course/lessons.py lists the lessons in the course's order"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_record_names_what_exists(lesson: Lesson):
+    assert (ROOT / "solutions" / f"{lesson.notebook}.ipynb").exists(), f"add solutions/{lesson.notebook}.ipynb"
+    assert {lesson.budget, *lesson.reads} <= set(config.SECTIONS), (
+        f"{lesson.notebook}: budget={lesson.budget!r}, not in {list(config.SECTIONS)}"
+    )
+    shared = set(config.get_budget(kind="cpu").shared())
+    assert set(lesson.shared) <= shared, f"{lesson.notebook}: shared={lesson.shared}, the shared fields are {shared}"
+    sources = {field.name for field in fields(config.Sources)} - {"kind"}
+    assert set(lesson.sources) <= sources, f"{lesson.notebook}: sources={lesson.sources}, fields of Sources: {sources}"
+    assert lesson.headline.strip() and 0 < lesson.floor < 1, (
+        f"{lesson.notebook}: a named headline, a floor above chance"
+    )
+    for kind in ("cpu", "gpu"):  # every budget fills its plan row
+        budget = config.get_budget(kind=kind)
+        assert lesson.plan(budget, plan_resources({"CPU": 8, "GPU": 2 if kind == "gpu" else 0}, budget)).strip()
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(lesson: Lesson):
+    module = importlib.import_module(lesson.exercises_module)
+    source = Path(module.__file__).read_text()
+    ids = sorted(set(re.findall(rf'"({re.escape(lesson.number)}\.\d)"', source)))
+    assert ids == sorted(lesson.exercises), (
+        f"{lesson.exercises_module} checks {ids}; the record says {lesson.exercises}"
+    )
+    code = code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
+    assert f"from course.exercises import {lesson.exercises_module.rsplit('.', 1)[1]} as exercises" in code
+    checks = exercise_checks(ROOT / "notebooks" / f"{lesson.notebook}.ipynb")
+    assert len(checks) == len(lesson.exercises), f"{lesson.notebook} calls {len(checks)} checks for {lesson.exercises}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_notebook_describes_itself_by_its_own_name(lesson: Lesson):
+    found_calls = calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "config.describe")
+    assert found_calls or not lesson.sources, f"{lesson.notebook} reads {lesson.sources}, never calls config.describe"
+    for call in found_calls:
+        found = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}.get("lesson")
+        assert found == lesson.notebook, f"{lesson.notebook} describes itself as {found!r}"
+
+
+def test_the_readme_s_lesson_table_and_the_browser_test_follow_the_records():
+    readme = (ROOT / "README.md").read_text()
+    for lesson in LESSONS:
+        assert f"`{lesson.notebook}`" in readme, f"README's lesson table misses {lesson.notebook}"
+    assert sum(not lesson.runs_in_browser for lesson in LESSONS) == 1, "one lesson (06) is tested by test_serve"

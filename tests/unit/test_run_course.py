@@ -1,0 +1,81 @@
+"""`make run` always ends with its table: a failing cell, a cell past its time limit and a dead kernel
+are each a row that says so, the executed copy is saved, and the exit code is non-zero."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = {
+    "a_ok": "from course import lessons, results\n"
+    "toy = lessons.Lesson('a_ok', 'a toy', 'toy accuracy', floor=0.5, exercises=(), budget='beans')\n"
+    "results.record('a_ok', 0.9, lesson=toy)",
+    "b_fails": "raise ValueError('a broken cell')",
+    "c_too_slow": "import time\ntime.sleep(60)",
+    "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    # the kernel's own connection: IPC, so its channels open no TCP port
+    "e_transport": "import json, ipykernel.connect as c\nprint(json.load(open(c.get_connection_file()))['transport'])",
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    folder = tmp_path_factory.mktemp("notebooks")
+    for name, code in CASES.items():
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(code)])
+        nbformat.write(notebook, folder / f"{name}.ipynb")
+    executed = folder / "executed"
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "run_course.py"),
+        "--executed",
+        str(executed),
+        "--cell-timeout",
+        "5",
+    ]
+    runtime = folder / "jupyter-runtime"  # where the kernels' connection files and IPC sockets go
+    env = {**os.environ, "COURSE_RESULTS_DIR": str(folder / "results"), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    result = subprocess.run(
+        command + sorted(str(p) for p in folder.glob("*.ipynb")), capture_output=True, text=True, timeout=300, env=env
+    )
+    return result, executed, runtime
+
+
+def row(result: subprocess.CompletedProcess, name: str) -> str:
+    return next(line for line in result.stdout.splitlines() if line.startswith(f"{name}.ipynb "))
+
+
+def test_every_notebook_gets_a_row_and_a_saved_copy(run):
+    result, executed, _ = run
+    assert result.returncode == 1, result.stdout + result.stderr
+    for name in CASES:
+        assert (executed / f"{name}.ipynb").exists()
+        row(result, name)
+
+
+def test_each_kind_of_failure_says_what_happened(run):
+    result, _, _ = run
+    assert row(result, "a_ok").endswith("ok")
+    assert "toy accuracy 0.900 (floor 0.5)" in row(result, "a_ok"), "the table names each notebook's headline"
+    assert "FAILED in cell 2 of 2: ValueError: a broken cell" in row(result, "b_fails")
+    assert "TIMED OUT in cell 2 of 2" in row(result, "c_too_slow")
+    assert "KERNEL DIED in cell 2 of 2" in row(result, "d_kernel_dies")
+
+
+def test_progress_names_the_cell(run):
+    result, _, _ = run
+    assert "c_too_slow: cell 2 of 2," in result.stdout
+
+
+def test_kernels_run_over_ipc_without_a_warning_and_leave_no_sockets(run):
+    result, executed, runtime = run
+    transport = nbformat.read(executed / "e_transport.ipynb", as_version=4).cells[1].outputs[0].text.strip()
+    assert transport == "ipc", "the kernel was started over TCP: five ports, and ipykernel's warning"
+    assert "running over TCP" not in result.stdout + result.stderr
+    assert not [p.name for p in runtime.glob("kernel-*")], "a kernel's connection file or socket was left behind"
