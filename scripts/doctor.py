@@ -17,6 +17,7 @@ time limit: a busy or broken cluster gives a ✗, never a hang. It checks:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import logging
 import os
@@ -31,6 +32,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout (`python scripts/doctor.py`): the course's packages are there
+
+# The driver's imports. The functions that run on the nodes import what they need themselves, where they run.
+import ray  # noqa: E402
+
+from course import config, lessons  # noqa: E402
+from course.cluster import init_ray, on_node, unread_markers  # noqa: E402
+from course.deadline import Late, first_line, within  # noqa: E402
+from course.resources import cluster_gpus, gpu_of, plan_resources  # noqa: E402
+from helpers.vit import architecture_named  # noqa: E402
+
 LOCK = ROOT / "requirements" / "lock.txt"
 PACKAGES = ("torch", "ray", "transformers")  # the ones whose versions must match the lock on every node
 TASK_TIMEOUT_S = 60  # for the tasks on the nodes: a cold worker imports torch in about 10 s
@@ -76,13 +88,9 @@ def address_problem(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> 
 
 def connect(timeout: float) -> dict[str, float]:
     """``init_ray()``; attaching to a cluster has a time limit (one that accepts the connection but never answers)."""
-    from course.cluster import init_ray
-
     logging.getLogger("ray").setLevel(logging.ERROR)  # the table is the output
     if not os.environ.get("RAY_ADDRESS"):  # a local Ray starts in this (the main) thread
         return init_ray(require_shared=False)
-    from course.deadline import Late, within
-
     try:  # the storage and sources rows below say which node misses what, with the fix
         return within(init_ray, require_shared=False, limit_s=timeout)
     except Late:
@@ -90,8 +98,6 @@ def connect(timeout: float) -> dict[str, float]:
 
 
 def alive_nodes() -> list[dict]:
-    import ray
-
     return sorted((n for n in ray.nodes() if n["Alive"]), key=lambda n: not n.get("IsHeadNode", False))
 
 
@@ -101,8 +107,6 @@ def node_label(node: dict, index: int) -> str:
 
 def gather(refs: list, timeout: float = TASK_TIMEOUT_S) -> list:
     """The results of ``refs``; for a task that failed its error, for one not done within ``timeout`` a TimeoutError."""
-    import ray
-
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
     results = []
     for ref in refs:
@@ -239,10 +243,13 @@ def check_versions(nodes: list[dict], reports: list) -> Check:
     )
 
 
-def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
-    from course.config import get_budget
-    from course.resources import cluster_gpus, plan_resources
+def planned(resources: dict[str, float]):
+    """The budget the notebooks take on a cluster with ``resources``, and their plan (what they ask Ray for)."""
+    budget = config.get_budget(cluster_gpus(resources))
+    return budget, plan_resources(resources, budget)
 
+
+def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
     gib = 1024**3
     per_node = []
     for node in nodes:
@@ -252,7 +259,7 @@ def check_resources(nodes: list[dict], resources: dict[str, float]) -> Check:
             f"store {has.get('object_store_memory', 0) / gib:.1f} GiB"
         )
     found = f"{len(nodes)} node(s): " + "; ".join(per_node)
-    plan = plan_resources(resources, get_budget(cluster_gpus(resources)))
+    _, plan = planned(resources)
     cpus = int(resources.get("CPU", 0))
     needed = plan.num_workers + 1  # every Ray Train worker holds a CPU; Ray Data needs one more to read
     if cpus < needed:
@@ -317,16 +324,12 @@ def check_storage(storage: str, nodes: list[dict], writes: list, reads: list) ->
 
 def local_sources(sources) -> list[str]:
     """The local paths among the sources that exist here: every node must see them too (Ray reads them there)."""
-    from course.config import is_local
-
-    return [u for k, u in vars(sources).items() if k != "kind" and is_local(u) and Path(u).exists()]
+    return [u for k, u in vars(sources).items() if k != "kind" and config.is_local(u) and Path(u).exists()]
 
 
 def check_sources(nodes: list[dict], missing_by_node: list, resources: dict[str, float]) -> list[Check]:
-    from course import config
-    from course.resources import cluster_gpus
-
-    sources = sources_for(config.get_budget(cluster_gpus(resources)))
+    budget, _ = planned(resources)
+    sources = sources_for(budget)
     checks = []
     try:
         config.require_data(sources)
@@ -382,10 +385,10 @@ HUB_TRUE = {"1", "ON", "YES", "TRUE"}  # what huggingface_hub reads as true in H
 def check_hub(sources) -> Check:
     """The Hub's data set and model that the real sources name: each answers (online), or each is in the caches
     (``HF_HUB_OFFLINE=1``)."""
-    from course.config import MODEL_ENV, is_local
-
     wanted = [
-        (kind, repo) for kind, repo in (("dataset", sources.beans), ("model", sources.model)) if not is_local(repo)
+        (kind, repo)
+        for kind, repo in (("dataset", sources.beans), ("model", sources.model))
+        if not config.is_local(repo)
     ]
     if not wanted:
         return Check("hub", True, "nothing to read from the Hub (local folders)")
@@ -417,18 +420,12 @@ def check_hub(sources) -> Check:
             False,
             "; ".join(problems),
             "open the network to huggingface.co (or set HF_ENDPOINT to a mirror); a 404 names an id that moved: "
-            f"set it in course/config.py or {MODEL_ENV}",
+            f"set it in course/config.py or {config.MODEL_ENV}",
         )
     return Check("hub", True, f"{endpoint} has " + ", ".join(answered))
 
 
 # --- the GPU estimates -------------------------------------------------------------------------------------------
-
-
-def _lessons():
-    from course import lessons
-
-    return lessons
 
 
 def budget_precision(gpu) -> str:
@@ -439,10 +436,7 @@ def model_shapes(sources, budget) -> dict:
     """The shapes (``lessons.Shape``) of the models the lessons put on a GPU: the sources' pretrained model (its
     ``config.json``, from its folder or the Hub's cache; ViT-B/16, the largest, where it cannot be read), notebook 04's
     ViT, 05's linear model."""
-    from course.config import is_local
-    from helpers.vit import architecture_named
-
-    shape = _lessons().Shape
+    shape = lessons.Shape
     known = {  # the real sources' models, with the beans/dogs head
         "google/vit-base-patch16-224-in21k": shape.vit(224, 16, 12, 768, 12, 3072, 3),
         "facebook/deit-tiny-patch16-224": shape.vit(224, 16, 12, 192, 3, 768, 3),
@@ -450,7 +444,7 @@ def model_shapes(sources, budget) -> dict:
     pretrained = known.get(sources.model)
     if pretrained is None:
         try:
-            if is_local(sources.model):
+            if config.is_local(sources.model):
                 import json
 
                 found = json.loads((Path(sources.model) / "config.json").read_text())
@@ -492,8 +486,6 @@ def model_factor(lesson, budget) -> float:
 
 def sources_for(budget):
     """The sources the notebooks read with ``budget`` (the real model may follow the budget)."""
-    from course import config
-
     return config.get_sources(budget=budget)
 
 
@@ -504,7 +496,6 @@ def duration(seconds: float) -> str:
 def gpu_row(lesson, budget, plan, gpu, text: str) -> Check:
     """A lesson's plan row with its GPU estimate on ``gpu``; a blocker, with the setting that fixes it, where the
     largest thing it holds does not fit one GPU."""
-    lessons = _lessons()
     estimates = lessons.gpu_estimates(lesson, budget, plan, gpu, model_shapes(sources_for(budget), budget))
     if not estimates:
         return Check(lesson.number, True, f"{text}; no GPU")
@@ -526,19 +517,14 @@ def plan_rows(
 ) -> list[Check]:
     """One row per notebook: what it will ask Ray for, its main sizes, and an estimate of its run time; with GPUs,
     its GPU memory and time (:func:`gpu_row`), a blocker where it does not fit."""
-    from course.config import get_budget, sources_kind
-    from course.lessons import LESSONS
-    from course.resources import cluster_gpus, gpu_of, plan_resources
-
-    budget = get_budget(cluster_gpus(resources))
-    plan = plan_resources(resources, budget)
+    budget, plan = planned(resources)
     gpu = gpu_of(resources, gpu_memory_gib) if plan.use_gpu else None
     rows = []
-    for lesson in LESSONS:
+    for lesson in lessons.LESSONS:
         text = lesson.plan(budget, plan)
         if budget.kind == "cpu" and isinstance(probe, float):  # the real sources' times: at the real model's sizes
-            factor = model_factor(lesson, budget) if sources_kind() == "real" else 1.0
-            minutes = lesson.reference_seconds_for(sources_kind()) * factor * probe / REFERENCE_PROBE_S / 60
+            factor = model_factor(lesson, budget) if config.sources_kind() == "real" else 1.0
+            minutes = lesson.reference_seconds_for(config.sources_kind()) * factor * probe / REFERENCE_PROBE_S / 60
             text += f"; about {max(1, round(minutes))} min"
             text += f" ({factor:.0f} x the compute of {MEASURED_WITH}, measured)" if factor >= 1.5 else ""
         rows.append(gpu_row(lesson, budget, plan, gpu, text) if gpu else Check(lesson.number, True, text))
@@ -549,7 +535,7 @@ def plan_rows(
                 True,
                 f"GPU memory and time per lesson on one {gpu.name} ({gpu.memory_gib:.0f} GiB, "
                 f"{budget_precision(gpu)}): from the models' sizes and the budget, at "
-                f"{_lessons().EFFICIENCY:.0%} of its peak; not measured (time one `make run` here)",
+                f"{lessons.EFFICIENCY:.0%} of its peak; not measured (time one `make run` here)",
             )
         )
     elif budget.kind != "cpu":
@@ -569,9 +555,6 @@ def plan_rows(
 
 
 def run_checks() -> list[Check]:
-    from course import config
-    from course.cluster import on_node, unread_markers
-
     resources = connect(TASK_TIMEOUT_S)
     nodes = alive_nodes()
     storage = config.storage_path()
@@ -585,21 +568,21 @@ def run_checks() -> list[Check]:
     names = names_of(nodes)
     # where the notebooks' workers run: the node with the most CPUs (a head may keep none)
     worker_node = max(reversed(nodes), key=lambda node: node["Resources"].get("CPU", 0))
-    later = gather(
-        [on_node(unread_markers, n).remote(storage, folder, names) for n in nodes]
-        + [on_node(torch_gpus, n, num_gpus=1).remote() for n in gpu_nodes]
-        + [on_node(probe_seconds, worker_node, num_cpus=1).remote()]
+    answers = iter(  # waited for together, one time limit for all
+        gather(
+            [on_node(unread_markers, n).remote(storage, folder, names) for n in nodes]
+            + [on_node(torch_gpus, n, num_gpus=1).remote() for n in gpu_nodes]
+            + [on_node(probe_seconds, worker_node, num_cpus=1).remote()]
+        )
     )
-    reads, gpus, probe = (
-        later[: len(nodes)],
-        dict(zip(names_of(gpu_nodes), later[len(nodes) : -1], strict=True)),
-        later[-1],
-    )
-    try:  # the driver tidies up; on a cluster whose storage it cannot reach, there is nothing of its own to tidy
+    reads = [next(answers) for _ in nodes]
+    gpus = {name: next(answers) for name in names_of(gpu_nodes)}
+    probe = next(answers)
+    # The driver tidies up. A storage it cannot reach (pyarrow's OSError), or a path it cannot read (ValueError),
+    # holds nothing of the doctor's: the storage row says why.
+    with contextlib.suppress(OSError, ValueError):
         fs, path = config.filesystem(storage)
         fs.delete_dir(f"{path}/{folder}")
-    except Exception:
-        pass
     failed = [r if isinstance(r, Exception) else None for r in reports]
     versions = [f or r["versions"] for f, r in zip(failed, reports, strict=True)]
     writes = [str(f) if f else r["write"] for f, r in zip(failed, reports, strict=True)]
@@ -624,8 +607,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("\n".join(Check("cluster", False, problem, fix).lines()))
         return 2
-    from course.deadline import first_line
-
     try:
         checks = run_checks()
     except Exception as error:
@@ -641,5 +622,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     sys.exit(main())
