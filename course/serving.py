@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import socket
 import tempfile
 import threading
@@ -74,7 +75,7 @@ def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
     return result.checkpoint, result.metrics
 
 
-def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -> Checkpoint:
+def fine_tuned_checkpoint(sources: config.Sources, dogs: config.DogsBudget, storage: str | None = None) -> Checkpoint:
     """The model notebook 03 fine-tuned (the last checkpoint of its newest run), saying which one.
 
     When notebook 03 has not run yet: with the stand-in sources, a stand-in fine-tuned here in a minute or two
@@ -98,7 +99,7 @@ def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -
     print(f"Notebook 03's fine-tuned model is missing (no run at {where}): run {FINE_TUNED_NOTEBOOK} first")
     if not config.exists(f"{where_standin}/checkpoint/config.json"):
         with tempfile.TemporaryDirectory() as folder:
-            seconds = build_standin_model(sources, Path(folder) / "checkpoint")
+            seconds = build_standin_model(sources, dogs, Path(folder) / "checkpoint")
             config.publish_folder(Path(folder), where_standin)
         print(f"Until then this notebook serves a stand-in, fine-tuned here in {seconds:.0f} s: {where_standin}")
     else:
@@ -106,8 +107,9 @@ def fine_tuned_checkpoint(sources: config.Sources, storage: str | None = None) -
     return Checkpoint(where_standin)
 
 
-def build_standin_model(sources: config.Sources, folder: Path) -> float:
-    """Fine-tune the pretrained model (``sources.model``) on dogs and fish, in this process; save it in ``folder``."""
+def build_standin_model(sources: config.Sources, dogs: config.DogsBudget, folder: Path) -> float:
+    """Fine-tune the pretrained model (``sources.model``) on dogs and fish, in this process, as notebook 03 does
+    (``dogs``: its budget section's steps, batch size and learning rate); save it in ``folder``."""
     import torch
 
     from helpers.features import pixel_values
@@ -120,7 +122,8 @@ def build_standin_model(sources: config.Sources, folder: Path) -> float:
     pixels = pixel_values(processor, [Image.open(io.BytesIO(body)) for body in train["body"]])
     label_ids = torch.tensor([class_names.index(label) for label in train["label"]])
     model = load_classifier(sources.model, class_names)
-    pretrain(model, pixels, label_ids, epochs=16, batch_size=32, lr=1e-3, progress=False)  # notebook 03's 300 steps
+    epochs = math.ceil(dogs.train_steps * dogs.batch_size / len(label_ids))  # notebook 03's steps, in whole epochs
+    pretrain(model, pixels, label_ids, epochs=epochs, batch_size=dogs.batch_size, lr=dogs.learning_rate, progress=False)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     processor.save_pretrained(folder)

@@ -18,6 +18,7 @@ from course import config, internals, serving
 from course.serving import BadImage, read_image
 
 ROOT = Path(__file__).resolve().parents[2]
+DOGS = config.get_budget(0).dogs  # notebook 03's section of the cpu budget
 
 
 def jpeg(size=(80, 60), mode="RGB") -> bytes:
@@ -134,7 +135,7 @@ def test_the_model_served_is_the_last_checkpoint_of_notebook_03s_newest_run(tmp_
     fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [50, 100, 150])
     fake_run(tmp_path, "02-beans-ray-train-2026-03-01_10-00-00", [50])
     (tmp_path / f"{serving.FINE_TUNED_RUN}-2026-03-01_10-00-00").mkdir()  # started, stopped before a checkpoint
-    checkpoint = serving.fine_tuned_checkpoint(config.get_sources("standin"), storage=str(tmp_path))
+    checkpoint = serving.fine_tuned_checkpoint(config.get_sources("standin"), DOGS, storage=str(tmp_path))
     assert checkpoint.path.endswith(f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00/checkpoint_0150")
     assert "step 150, validation accuracy 0.900" in capsys.readouterr().out
 
@@ -151,7 +152,7 @@ def test_the_run_is_read_quietly_and_one_without_a_checkpoint_names_the_notebook
 
 def test_without_notebook_03s_run_the_real_sources_name_the_notebook_to_run_first(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"Run notebooks/03_ray_data.ipynb first") as raised:
-        serving.fine_tuned_checkpoint(config.get_sources("real"), storage=str(tmp_path))
+        serving.fine_tuned_checkpoint(config.get_sources("real"), DOGS, storage=str(tmp_path))
     assert str(tmp_path) in str(raised.value)
 
 
@@ -161,7 +162,7 @@ def test_without_notebook_03s_run_a_stand_in_is_served_saying_so_and_kept_for_th
     """Run alone, notebook 06 serves a stand-in: it says so, names notebook 03 and the stand-in's folder."""
     built = []
 
-    def build(sources, folder):  # the fine-tune itself is tested below
+    def build(sources, dogs, folder):  # the fine-tune itself runs in notebook 06 (tests/lessons/test_serve.py)
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
         built.append(folder)
@@ -169,14 +170,14 @@ def test_without_notebook_03s_run_a_stand_in_is_served_saying_so_and_kept_for_th
 
     monkeypatch.setattr(serving, "build_standin_model", build)
     sources = config.get_sources("standin")
-    checkpoint = serving.fine_tuned_checkpoint(sources, storage=str(tmp_path / "ray"))
+    checkpoint = serving.fine_tuned_checkpoint(sources, DOGS, storage=str(tmp_path / "ray"))
     said = capsys.readouterr().out
     assert f"missing (no run at {tmp_path / 'ray'}/{serving.FINE_TUNED_RUN}-*)" in said
     assert "run notebooks/03_ray_data.ipynb first" in said
     assert f"a stand-in, fine-tuned here in 12 s: {tmp_path / 'ray' / serving.STANDIN_FOLDER}" in said
     assert checkpoint.path == str(tmp_path / "ray" / serving.STANDIN_FOLDER)  # in the storage: every replica reads it
     assert (tmp_path / "ray" / serving.STANDIN_FOLDER / "checkpoint" / "config.json").exists()
-    serving.fine_tuned_checkpoint(sources, storage=str(tmp_path / "ray"))
+    serving.fine_tuned_checkpoint(sources, DOGS, storage=str(tmp_path / "ray"))
     assert "fine-tuned by an earlier run" in capsys.readouterr().out and len(built) == 1  # a rerun reuses it
 
 
@@ -189,3 +190,16 @@ def test_notebook_03_names_its_run_as_notebook_06_looks_for_it():
 def test_the_page_posts_the_picked_file_and_shows_the_answer_or_the_error():
     assert 'type="file"' in serving.PAGE and 'fetch("predict", {method: "POST", body: file})' in serving.PAGE
     assert re.search(r"result\.label.*result\.probability", serving.PAGE) and "result.error" in serving.PAGE
+
+
+def test_the_stand_in_is_fine_tuned_as_notebook_03_fine_tunes(tmp_path, monkeypatch):
+    """Its steps, batch size and learning rate are the budget's section for notebook 03, in whole epochs."""
+    import helpers.models
+
+    asked = {}
+    monkeypatch.setattr(helpers.models, "pretrain", lambda model, pixels, labels, **options: asked.update(options))
+    dogs = DOGS.__class__(**{**vars(DOGS), "train_steps": 60, "batch_size": 16, "learning_rate": 3e-4})
+    seconds = serving.build_standin_model(config.get_sources("standin"), dogs, tmp_path / "checkpoint")
+    images = len(serving.labelled_images(config.get_sources("standin"), "train"))
+    assert asked == {"epochs": -(-60 * 16 // images), "batch_size": 16, "lr": 3e-4, "progress": False}
+    assert (tmp_path / "checkpoint" / "config.json").exists() and seconds > 0
