@@ -13,7 +13,7 @@ import argparse
 import csv
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +21,31 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
+from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessorPil
 
 from course import config, standins
 from helpers import catalog
-from helpers.models import predict, pretrain, standin_processor, standin_vit
+from helpers.models import label_maps, predict, pretrain
+
+# The stand-in checkpoint's configuration: a Hugging Face ViT like google/vit-base-patch16-224-in21k, much smaller
+# (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.vit).
+STANDIN_VIT_CONFIG = dict(
+    image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
+    num_attention_heads=4, intermediate_size=256,
+)  # fmt: skip
+
+
+def standin_vit(class_names: Sequence[str]) -> ViTForImageClassification:
+    """A randomly initialised tiny ViT classifier (the stand-in before pretraining)."""
+    id2label, label2id = label_maps(class_names)
+    config = ViTConfig(**STANDIN_VIT_CONFIG, num_labels=len(class_names), id2label=id2label, label2id=label2id)
+    return ViTForImageClassification(config)
+
+
+def standin_processor() -> ViTImageProcessorPil:
+    """The image processor of the tiny ViT: resize to 64x64, scale to [0, 1], normalise to [-1, 1]."""
+    size = STANDIN_VIT_CONFIG["image_size"]
+    return ViTImageProcessorPil(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
 
 
 def build_beans(root: Path) -> None:

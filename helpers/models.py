@@ -1,5 +1,6 @@
 """The pretrained image classifier the beans and dogs lessons fine-tune (``Sources.model``, ``COURSE_MODEL``): loaded
-through transformers' Auto classes, so another image classifier from the Hub is a setting; the stand-in, a tiny ViT."""
+through transformers' Auto classes, so another image classifier from the Hub is a setting (the stand-in, a tiny ViT,
+is built by ``course.build``)."""
 
 from __future__ import annotations
 
@@ -14,37 +15,14 @@ from transformers import (
     AutoModelForImageClassification,
     BaseImageProcessor,
     PreTrainedModel,
-    ViTConfig,
-    ViTForImageClassification,
-    ViTImageProcessorPil,
 )
 
 from course.config import is_local, require_local
-
-# The stand-in checkpoint's configuration: a Hugging Face ViT like google/vit-base-patch16-224-in21k, much smaller
-# (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.vit).
-STANDIN_VIT_CONFIG = dict(
-    image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
-    num_attention_heads=4, intermediate_size=256,
-)  # fmt: skip
 
 
 def label_maps(class_names: Sequence[str]) -> tuple[dict[int, str], dict[str, int]]:
     """``id2label`` and ``label2id`` for a list of class names."""
     return dict(enumerate(class_names)), {name: i for i, name in enumerate(class_names)}
-
-
-def standin_vit(class_names: Sequence[str]) -> ViTForImageClassification:
-    """A randomly initialised tiny ViT classifier (the stand-in before pretraining)."""
-    id2label, label2id = label_maps(class_names)
-    config = ViTConfig(**STANDIN_VIT_CONFIG, num_labels=len(class_names), id2label=id2label, label2id=label2id)
-    return ViTForImageClassification(config)
-
-
-def standin_processor() -> ViTImageProcessorPil:
-    """The image processor of the tiny ViT: resize to 64x64, scale to [0, 1], normalise to [-1, 1]."""
-    size = STANDIN_VIT_CONFIG["image_size"]
-    return ViTImageProcessorPil(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
 
 
 # transformers 5 has two kinds of image processor: torchvision's and PIL's. The course installs no torchvision (with

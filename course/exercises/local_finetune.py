@@ -13,7 +13,7 @@ from course.exercises.checking import Verdict, attempt, check
 
 def check_freeze_backbone(freeze_backbone: Callable[[torch.nn.Module], Any]) -> Verdict:
     """01.1: after ``freeze_backbone(model)``, only the classification head (``model.classifier``) trains."""
-    from helpers.models import standin_vit
+    from course.build import standin_vit
 
     def run() -> str:
         model = standin_vit(["dog", "fish"])

@@ -22,11 +22,11 @@ from __future__ import annotations
 import torch
 from exercise_checks import expect, todo
 
+from course.build import standin_processor
 from course.exercises import (
     checking,
     local_finetune,
 )
-from helpers.models import standin_processor
 
 
 def test_freeze_backbone():
@@ -139,7 +139,7 @@ def test_freeze_backbone_says_when_nothing_changed_and_names_a_part_frozen():
     still training."""
     import torch
 
-    from helpers.models import standin_vit
+    from course.build import standin_vit
 
     check = local_finetune.check_freeze_backbone
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 from PIL import Image
 
+from course.build import standin_processor
 from helpers.features import collate, make_transform, pixel_values, to_rgb
 from helpers.metrics import accuracy_for_trainer, load_accuracy
-from helpers.models import standin_processor
 
 
 @pytest.fixture(scope="module")

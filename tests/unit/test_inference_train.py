@@ -5,8 +5,8 @@ import pytest
 from lesson_code import from_notebook
 from ray.train import Checkpoint
 
+from course.build import standin_processor, standin_vit
 from helpers import inference
-from helpers.models import standin_processor, standin_vit
 from helpers.train import per_worker
 
 

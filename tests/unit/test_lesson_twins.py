@@ -12,8 +12,8 @@ from PIL import Image
 from ray.train import FailureConfig
 
 from course import config
+from course.build import standin_processor
 from helpers import cifar, features, ingest, loops, metrics, train
-from helpers.models import standin_processor
 
 
 def test_notebook_01s_transform_and_collator_are_those_the_later_lessons_import():

@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from course import build, config
+from course.build import standin_processor, standin_vit
 from helpers import catalog
 from helpers.beans import class_names_of, load_beans
-from helpers.models import load_classifier, load_processor, predict, standin_processor, standin_vit
+from helpers.models import load_classifier, load_processor, predict
 
 CHECKPOINT = config.DATA_DIR / config.STANDIN_VIT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import Trainer, TrainingArguments
 
-from helpers.models import standin_vit
+from course.build import standin_vit
 from helpers.train import ResumableTrainer
 
 
