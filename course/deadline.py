@@ -19,13 +19,15 @@ class TimeUp(BaseException):
     learner's ``except Exception`` does not swallow it."""
 
 
-def within(function: Callable, *args: Any, limit_s: float, interrupt: bool = False, **kwargs: Any) -> Any:
+def within(
+    function: Callable, *args: Any, limit_s: float, interrupt: bool = False, grace_s: float = 5.0, **kwargs: Any
+) -> Any:
     """``function(*args, **kwargs)`` in a daemon thread of its own, waited for at most ``limit_s`` seconds: its value,
     or its exception raised again here (any exception, ``SystemExit`` included), or :class:`Late`.
 
     Python cannot kill a thread. A late thread is left running, as a daemon; with ``interrupt``, :class:`TimeUp` is
     raised inside it first, at its next Python line (a loop that never ends stops; a wait inside a C call, such as
-    ``ray.get``, stays until it returns), and it is given 5 s more to end."""
+    ``ray.get``, stays until it returns), and it is given ``grace_s`` more seconds to end."""
     outcome: list[tuple[str, Any]] = []
 
     def target() -> None:
@@ -40,7 +42,7 @@ def within(function: Callable, *args: Any, limit_s: float, interrupt: bool = Fal
     if thread.is_alive():
         if interrupt:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(TimeUp))
-            thread.join(5)
+            thread.join(grace_s)
         raise Late(f"still running after {limit_s:.0f} s")
     kind, value = outcome[0]
     if kind == "error":

@@ -31,13 +31,14 @@ def train_epoch(
     optimizer: torch.optim.Optimizer,
     device: torch.device,
     desc: str = "train",
-    progress: bool = True,
+    progress: bool = False,
     autocast: torch.dtype | None = None,
 ) -> float:
     """One pass over ``batches`` of (images, labels); returns the mean training loss.
 
     A copy of the ``train_epoch`` that notebook 04 writes in its step 1 cell, for ``make bench`` and the lessons
-    after 04, with a progress bar and ``autocast`` added; ``tests/unit/test_lesson_twins.py`` keeps the two equal.
+    after 04, with a progress bar (``progress=True``; off by default, as in the lesson) and ``autocast`` added;
+    ``tests/unit/test_lesson_twins.py`` keeps the two equal.
     ``autocast=torch.bfloat16`` runs the forward pass in bf16 mixed precision (the weights stay fp32).
     """
     model.train()

@@ -120,7 +120,9 @@ def check(
     except Exception as error:  # noqa: BLE001  (the body says what it finds; Ray is attached there again)
         logging.getLogger(__name__).debug("attaching Ray first: %s", error)
     try:
-        verdict = Verdict(exercise, DONE, within(run, limit_s=limit_s))
+        # at the limit, the learner's code is stopped at its next Python line (a loop that never ends would
+        # otherwise go on in the kernel); the verdict does not wait for it
+        verdict = Verdict(exercise, DONE, within(run, limit_s=limit_s, interrupt=True, grace_s=0))
     except NotDone:
         verdict = Verdict(exercise, NOT_DONE, "replace `raise NotImplementedError` with your code, then run again")
     except (Raised, AssertionError) as finding:

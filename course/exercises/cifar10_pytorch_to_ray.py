@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from course.exercises.checking import NotDone, Verdict, attach_ray, attempt, check, learner_error, untouched
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
 from course.exercises.train_runs import (
     RUN_LIMIT_S,
     WORKER_LIMIT_S,
@@ -48,9 +48,18 @@ def check_normalize_batch(normalize_batch: Callable[[dict], dict]) -> Verdict:
         # images of a size the lesson never used, so that no shape can be written in by hand
         images = np.random.default_rng(0).integers(0, 256, (6, 24, 20, 3), dtype=np.uint8)
         labels = np.array([3, 1, 4, 1, 5, 9])
-        out, lessons = _attempt_watching(
-            normalize.__code__, normalize_batch, {"image": images.copy(), "label": labels.copy()}
-        )
+        try:
+            out, lessons = _attempt_watching(
+                normalize.__code__, normalize_batch, {"image": images.copy(), "label": labels.copy()}
+            )
+        except Raised as raised:
+            if "reshape" in str(raised):  # a reshape to the lesson's 32x32
+                raise AssertionError(
+                    f"on a batch of 6 images of 24x20 pixels {raised}: your function must work for any image size, "
+                    "so take the sizes from the batch, or better, move the channel axis with `transpose(0, 3, 1, 2)` "
+                    "instead of reshaping to fixed sizes"
+                ) from None
+            raise
         assert not lessons, (
             "your function calls the lesson's `normalize` (by its name, or through the lesson's `normalize_batch`): "
             "the exercise is to write what it does yourself, in numpy, on the whole batch. Its steps: the float type "
@@ -223,9 +232,10 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
                     raise NotDone from None
                 raise AssertionError(_raised_finding(found)) from None
             calls = ray.get(reports.state.remote())["calls"]
-        finally:
+            seen = ray.get(tally.table.remote())
+        finally:  # the check's own actors end with it, whatever the run did (a failed run leaves its handles held)
             ray.kill(reports)
-        seen = ray.get(tally.table.remote())
+            ray.kill(tally)
         return _judge_train_run(result, seen, epochs, WEIGHTS_FILE, workers, calls, batch_size=batch_size, lr=lr)
 
     return check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))

@@ -327,7 +327,8 @@ def check_quick_validation(config_class: type) -> Verdict:
     return check(
         "05.2",
         run,
-        limit_s=300,
+        limit_s=120,  # a right answer takes seconds (6 s on a loaded 2-core machine): a hang is told in 2 min, not 5
+        late="Look for a loop in your `configure` that never ends, or a wait on something that never comes",
         ray_first=lambda: (
             isinstance(config_class, type)
             and issubclass(config_class, DataConfig)

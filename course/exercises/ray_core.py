@@ -109,8 +109,13 @@ def _why_late(items: list[int], events: list, limit_s: float) -> str:
         _cancel(waiting)
         asked = f" (each asks for {dict(waiting[0].required_resources)})" if waiting else ""
         return (
-            f"it had not returned after {limit_s:.0f} s, and only {started} of the {len(items)} tasks had started: "
-            f"the others waited for a node with what they ask for{asked}. A task that asks for more than any node "
+            f"it had not returned after {limit_s:.0f} s, and "
+            + (
+                f"only {started} of the {len(items)} tasks had started: the others"
+                if started
+                else "no task had started: all of them"
+            )
+            + f" waited for a node with what they ask for{asked}. A task that asks for more than any node "
             "has (a GPU on a cluster without one, more CPUs than the biggest node) waits for ever, and `ray.get` on "
             "it too (section 4). `ray.remote(work)` asks for 1 CPU, which every node here has"
             + (": the check has cancelled those tasks" if waiting else "")

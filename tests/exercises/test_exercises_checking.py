@@ -54,6 +54,26 @@ def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
     assert time.monotonic() - started < 5
 
 
+def test_a_learner_loop_that_never_ends_is_stopped_at_the_limit_not_left_spinning_in_the_kernel():
+    import threading
+    import time
+
+    stopped = threading.Event()
+
+    def spins() -> str:
+        try:
+            while True:
+                pass
+        finally:
+            stopped.set()
+
+    verdict = checking.check("07.1", spins, limit_s=0.3)
+    expect(verdict, checking.WRONG, "no verdict within the check's time limit")
+    assert stopped.wait(5), "the learner's loop went on after the verdict"
+    time.sleep(0.1)
+    assert not any(t.name == "within-spins" for t in threading.enumerate())
+
+
 def test_a_failure_in_ray_is_told_by_the_learners_own_error():
     """Ray wraps what the learner's code raised; the verdict names that, not Ray's wrapper or its retry advice."""
     ray_data = (

@@ -124,7 +124,10 @@ def the_lessons_normalize_batch(batch):  # the same, one call further away
 
 NORMALIZE_WRONG = {
     "channels left last": (channels_last, ["channels go first"]),
-    "CIFAR's 32x32 written in": (cifar_shape_written_in, ["it raised ValueError"]),
+    "CIFAR's 32x32 written in": (
+        cifar_shape_written_in,
+        ["it raised ValueError", "any image size", "transpose(0, 3, 1, 2)"],
+    ),
     "a reshape for a transpose": (reshaped, ["in the wrong places", "transpose(0, 3, 1, 2)"]),
     "height and width swapped": (width_first, ["height and width are swapped"]),
     "not scaled": (unscaled, ["from -1 to 1", "divide by 255"]),
