@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from course.deadline import first_line
-from course.exercises.checking import NotDone, Verdict, attempt, check
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error
 
 EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
 
@@ -60,6 +60,19 @@ def batched_methods(cls: type) -> dict[str, int]:
     return found
 
 
+def _pydantic_findings(error: Exception) -> str:
+    """A pydantic ``ValidationError`` in a learner's words: each field Serve refused and what it wants."""
+    try:
+        found = [
+            f"`{'.'.join(str(part) for part in item['loc']) or 'options'}`: {item['msg']}"
+            + (f" (it got {item['input']!r})" if "input" in item and not isinstance(item["input"], dict) else "")
+            for item in error.errors()  # type: ignore[attr-defined]
+        ]
+    except Exception:  # noqa: BLE001  (not pydantic's: its first line says it)
+        return first_line(error, 200)
+    return "; ".join(found) or first_line(error, 200)
+
+
 def _what_it_is(value: Any) -> str:
     """``value`` in a learner's words: a plain class, a function, or an object of its type."""
     if isinstance(value, type):
@@ -97,23 +110,25 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 f"`{name}` groups up to max_batch_size={size} requests{default}; the exercise groups up to "
                 f"{max_batch_size}: `@serve.batch(max_batch_size={max_batch_size})`"
             )
-        assert _serve_is_running(), "Serve is not running here: run the lesson's cell with `serve.start(...)` first"
+        attach_ray()
+        started = None if _serve_is_running() else _start_serve()  # the port of a Serve started here, to stop again
         values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
-
         quiet = serve_logging()
 
         def deploy_and_call() -> list:  # in a thread of its own: a notebook's event loop forbids waiting in it
             handle = attempt(  # Serve's logging as the lesson's: no line per request
                 serve.run, deployment.bind(score_batch), name=EXERCISE_APP, route_prefix=None, logging_config=quiet
             )
-            responses = [handle.remote(value) for value in values]
-            return [attempt(response.result, timeout_s=120) for response in responses]
+            _answers(handle, values[:1])  # one request first: an answer that fails, fails once, not 48 times
+            return _answers(handle, values)
 
         try:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 answers = pool.submit(deploy_and_call).result()
         finally:
             serve.delete(EXERCISE_APP)
+            if started is not None:
+                _stop_serve(started)
         for value, answer in zip(values, answers, strict=True):
             assert isinstance(answer, tuple | list) and len(answer) == 3, (
                 f"a request for {value} got {answer!r}: answer each request with what `score` returned for its value "
@@ -131,6 +146,11 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
             "answered fewer requests than the batch held: call `self.score` once per batch and hand each request its "
             "own answer from that one list"
         )
+        batched = batched_methods(deployment.func_or_class)
+        assert max(sizes) > 1 or not batched, (
+            f"the requests reached `{next(iter(batched), '')}` grouped (it has `@serve.batch`), but `score` was called "
+            "once per value, with one value each time: call `self.score` once with the whole list of values"
+        )
         assert max(sizes) > 1, (
             "every call of `score` had one value: the requests were not grouped. Decorate the method with "
             f"`@serve.batch(max_batch_size={max_batch_size})` and let it take a list of values"
@@ -140,7 +160,78 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         )
         return f"48 requests arriving one at a time were answered in batches of up to {max(sizes)}, each answer its own"
 
-    return check("06.1", run, limit_s=300)
+    def worth_ray() -> bool:  # Ray attached in the caller's thread, only for an answer the check deploys
+        return (
+            isinstance(deployment, Deployment)
+            and deployment.max_ongoing_requests >= max_batch_size
+            and max_batch_size in (batched_methods(deployment.func_or_class).values() or [max_batch_size])
+        )
+
+    return check("06.1", run, limit_s=300, ray_first=worth_ray)
+
+
+ANSWER_WAIT_S = 60  # 06.1: how long a request may wait for its answer (a batch of `score_batch` takes milliseconds)
+
+
+def _answers(handle: Any, values: list) -> list:
+    """Send one request per value at once and wait for every answer; at the first failure, cancel the others (a wrong
+    answer fails once in the notebook, not once per request) and say what went wrong in the learner's words."""
+    from ray.exceptions import GetTimeoutError
+
+    responses = [handle.remote(value) for value in values]
+    try:
+        return [response.result(timeout_s=ANSWER_WAIT_S) for response in responses]
+    except NotImplementedError:
+        raise NotDone from None
+    except GetTimeoutError:  # the check's wait, not an error of the learner's code
+        raise AssertionError(
+            f"no answer within {ANSWER_WAIT_S} s for a request Serve handed to your deployment: does your method "
+            "return? Look for an `await` that never ends (`asyncio.sleep` of a long time, an event never set) or a "
+            "loop that never stops"
+        ) from None
+    except Exception as error:  # noqa: BLE001  (Ray's report of the learner's error)
+        raise Raised(_failure(error)) from None
+    finally:
+        for response in responses:
+            response.cancel()
+
+
+def _failure(error: Exception) -> str:
+    """The verdict for a request the learner's deployment failed: Serve's own rule when it broke one."""
+    text = str(error)
+    if "doesn't preserve batch size" in text or "object of type" in text and "has no len()" in text:
+        return (
+            "a method with `@serve.batch` takes a list and must return a list of the same length, one answer per "
+            f"request, in the order of the list (Serve said: {learner_error(error)}). Replica logs above, if any, say "
+            "nothing more"
+        )
+    return f"a request failed in your deployment: {learner_error(error)}"
+
+
+def _start_serve() -> int:
+    """Start Serve as the lesson's cell does (the HTTP proxy on 127.0.0.1 only, one proxy, quiet): its port."""
+    from ray import serve
+
+    from course.serving import PATIENT_CONTROLLER, serve_logging, serve_port
+
+    port = serve_port()
+    serve.start(
+        http_options={"host": "127.0.0.1", "port": port},
+        proxy_location="HeadOnly",
+        logging_config=serve_logging(),
+        controller_options=PATIENT_CONTROLLER,
+    )
+    return port
+
+
+def _stop_serve(port: int) -> None:
+    """Stop the Serve a check started, and wait for its proxy to free ``port``."""
+    from ray import serve
+
+    from course.serving import stops_listening
+
+    serve.shutdown()
+    stops_listening(port)
 
 
 MODEL_MAX_ONGOING = 32  # 06.2: the lesson's Model takes two batches of 16 at a time (unless the options say other)
@@ -156,12 +247,20 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
         pass
 
     def options_for(resources: dict[str, float]) -> tuple[dict, Any]:
-        options = attempt(scaling_options, dict(resources))
+        try:
+            options = attempt(scaling_options, dict(resources))
+        except Raised as error:
+            if "KeyError: 'GPU'" in str(error):
+                raise AssertionError(
+                    f"it raised KeyError: 'GPU' for the resources {resources}: `ray.cluster_resources()` has no "
+                    '"GPU" key on a cluster without GPUs. Read it with `resources.get("GPU", 0)`'
+                ) from None
+            raise
         assert isinstance(options, Mapping), f"it returned a {type(options).__name__}: return the dict for `.options`"
         try:
             configured = Model.options(**options)
         except Exception as error:  # Serve refuses the options: its message says why
-            raise AssertionError(f"Serve refuses these options ({first_line(error, 200)})") from None
+            raise AssertionError(f"Serve refuses these options ({_pydantic_findings(error)})") from None
         return dict(options), configured
 
     def run() -> str:

@@ -10,7 +10,10 @@ The wrong answers a learner who half understands writes, each a case below:
   - no `@serve.batch` (`score` of one value per request); `score` called value by value inside the batch; `score`
     called on the whole batch once for each of its requests (right numbers, a batch's work done n times: before
     this case was found the check gave it a ✓);
-  - the answers in another order; `score` bypassed by a formula of its own; Serve not started.
+  - the answers in another order; `score` bypassed by a formula of its own; one answer for the whole batch (not a
+    list: Serve refuses it); a method that never returns;
+  - Serve not started (the notebook's last cell stopped it): a right answer is still accepted, the check starts
+    Serve and stops it again.
 06.2 `scaling_options(resources)` (the options of the lesson's `Model`: it scales with the load on every cluster,
 one replica kept ready, one whole GPU per replica where there are GPUs, never more replicas than GPUs):
   - a fixed `num_replicas` (everywhere, or one per GPU on GPU clusters); no `autoscaling_config`; both (Serve
@@ -24,6 +27,7 @@ one replica kept ready, one whole GPU per replica where there are GPUs, never mo
   - one replica per GPU kept all the time (`min_replicas` = the GPUs: nothing scales). Before issue 43 the check
     gave this a ✓;
   - a `target_ongoing_requests` above what a replica takes (`max_ongoing_requests`): Serve never adds a replica.
+  - `resources["GPU"]` read on a cluster without GPUs (KeyError); a value Serve refuses (the field is named).
 """
 
 from __future__ import annotations
@@ -150,6 +154,15 @@ SCALING_WRONG = {
         ["target_ongoing_requests=64 on a cluster with 3 GPU(s)", "never adds"],
     ),
     "nothing returned": (lambda resources: None, ["return the dict for `.options`"]),
+    "resources['GPU'] on a cluster without GPUs": (
+        lambda resources: right({"GPU": resources["GPU"]}),
+        ["KeyError: 'GPU'", 'no "GPU" key on a cluster without GPUs', 'resources.get("GPU", 0)'],
+    ),
+    "a value Serve refuses": (
+        always({"autoscaling_config": {"min_replicas": "one", "max_replicas": 4}}),
+        ["Serve refuses", "`autoscaling_config.min_replicas`: Input should be a valid integer", "'one'"],
+    ),
+    "a negative num_replicas": (always({"num_replicas": -1}), ["`num_replicas`: Input should be greater than"]),
 }
 
 
@@ -361,6 +374,27 @@ class OwnFormula:  # right numbers, but `score` bypassed
 
 
 @serve.deployment(max_ongoing_requests=32)
+class NotAList:  # batched, but one answer returned for the whole batch
+    def __init__(self, score):
+        self.score = score
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+    async def __call__(self, values):
+        return self.score(values)[0]
+
+
+@serve.deployment(max_ongoing_requests=32)
+class NeverReturns:
+    def __init__(self, score):
+        self.score = score
+
+    async def __call__(self, value):
+        import asyncio
+
+        await asyncio.sleep(10**6)
+
+
+@serve.deployment(max_ongoing_requests=32)
 class BatchedHelper:  # another right answer: the batched method is not __call__
     def __init__(self, score):
         self.score = score
@@ -374,14 +408,24 @@ class BatchedHelper:  # another right answer: the batched method is not __call__
 
 
 @pytest.mark.cluster
-def test_the_batching_check_says_when_serve_is_not_running():
+def test_the_batching_check_starts_serve_when_it_is_not_running(monkeypatch):
+    """After Run All the notebook's last cell has stopped Serve: a right answer is still accepted. The check starts
+    Serve as the lesson's cell does (on 127.0.0.1 only), and stops it again: its port stops listening."""
+    from ports import free_port
+
+    from course import serving
     from course.cluster import init_ray
 
     init_ray()
     if ray_serve._serve_is_running():
         serve.shutdown()
-    expect(ray_serve.check_batching(Right), checking.WRONG, "Serve is not running")  # said before deploying anything
-    expect(ray_serve.check_batching(Untouched), checking.NOT_DONE)
+    port = free_port()
+    monkeypatch.setattr(serving, "serve_port", lambda: port)
+    expect(ray_serve.check_batching(Untouched), checking.NOT_DONE)  # starts nothing
+    assert not ray_serve._serve_is_running()
+    expect(ray_serve.check_batching(Right), checking.DONE, "batches of up to")
+    assert not ray_serve._serve_is_running(), "the check leaves running the Serve it started"
+    assert not serving.is_listening(port), f"port {port} still answers after the check"
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +449,11 @@ def serve_here():
 
 BATCHING_WRONG = {
     "no @serve.batch": (OneAtATime, ["were not grouped", "@serve.batch"]),
-    "score value by value": (ValueByValue, ["were not grouped"]),
+    "score value by value": (ValueByValue, ["reached `__call__` grouped", "once with the whole list"]),
+    "one answer for the batch": (
+        NotAList,
+        ["must return a list of the same length, one answer per request", "doesn't preserve batch size"],
+    ),
     "whole batch scored per request": (WholeBatchPerRequest, ["once per batch"]),
     "answers reversed": (Reversed, ["the answer for another value"]),
     "a formula of its own": (OwnFormula, ["call `self.score`"]),
@@ -416,6 +464,19 @@ BATCHING_WRONG = {
 @pytest.mark.parametrize("answer, phrases", BATCHING_WRONG.values(), ids=BATCHING_WRONG.keys())
 def test_the_batching_check_refuses(serve_here, answer, phrases):
     expect(ray_serve.check_batching(answer), checking.WRONG, *phrases)
+    assert ray_serve.EXERCISE_APP not in serve.status().applications, "the check leaves its application deployed"
+
+
+@pytest.mark.cluster
+def test_the_batching_check_says_when_no_answer_comes(serve_here, monkeypatch):
+    monkeypatch.setattr(ray_serve, "ANSWER_WAIT_S", 5)  # the check's own wait, short here
+    expect(
+        ray_serve.check_batching(NeverReturns),
+        checking.WRONG,
+        "no answer within 5 s",
+        "does your method return?",
+        "an `await` that never ends",
+    )
     assert ray_serve.EXERCISE_APP not in serve.status().applications, "the check leaves its application deployed"
 
 
