@@ -28,7 +28,8 @@ get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execut
   exercises.fault_tolerance                      ``TrainFnUtils``, whose ``get_checkpoint`` every public spelling of
                                                  ``ray.train.get_checkpoint`` ends in
 write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_address``, which ``Cluster()`` calls
-  scripts/local_cluster.py                       to note its address in /tmp/ray (:func:`never_note_ray_address`)
+  scripts/local_cluster.py                       to note its address in /tmp/ray; replaced there by a no-op (it stays
+                                                 in that script: it runs where the course may not be importable)
 Node, RayParams                    Ray 2.60.0    ``ray._private.node.Node(ray_params, head, shutdown_at_exit,
   scripts/cluster_node.py                        spawn_reaper)`` and ``ray._private.parameter.RayParams``; they stay
                                                  in that script: it runs on a node where the course is not installed
@@ -97,11 +98,3 @@ def rewrite_grpc_server_addresses(rewrite: Callable[[str], str]) -> None:
     replica = sys.modules.get("ray.serve._private.replica")  # imported already: it holds its own reference
     if replica is not None:
         replica.add_port_to_grpc_server = add_port_rewritten
-
-
-def never_note_ray_address() -> None:
-    """Ray's ``Cluster()`` (``ray.cluster_utils``) notes its address in /tmp/ray/ray_current_cluster for Ray's own
-    tests; in this process it notes nothing."""
-    import ray._private.utils
-
-    ray._private.utils.write_ray_address = lambda *args, **kwargs: None
