@@ -190,13 +190,28 @@ def test_the_real_model_follows_the_budget_small_on_a_laptop_vit_b16_on_gpus(mon
     assert config.get_sources("real").model == config.REAL_MODELS["gpu"]
 
 
-def test_the_cpu_budget_with_the_real_sources_takes_fewer_smaller_steps_and_the_gpu_budget_is_unchanged():
-    standin, real = config.get_budget(kind="cpu", sources="standin"), config.get_budget(kind="cpu", sources="real")
-    assert real.kind == "cpu" and real.cifar == standin.cifar and real.serve == standin.serve
-    for section, knobs in config.REAL_CPU.items():
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_with_the_real_sources_a_budget_takes_the_real_models_steps_at_a_lower_learning_rate(kind):
+    standin, real = config.get_budget(kind=kind, sources="standin"), config.get_budget(kind=kind, sources="real")
+    assert real.kind == kind and real.cifar == standin.cifar and real.serve == standin.serve
+    for section, knobs in config.REAL_KNOBS[kind].items():
         assert asdict(getattr(real, section)) == asdict(getattr(standin, section)) | knobs
+    assert (
+        real.beans.learning_rate < standin.beans.learning_rate and real.dogs.learning_rate < standin.dogs.learning_rate
+    )
+
+
+def test_the_cpu_budget_with_the_real_sources_takes_fewer_smaller_steps():
+    standin, real = config.get_budget(kind="cpu", sources="standin"), config.get_budget(kind="cpu", sources="real")
     assert real.beans.train_steps * real.beans.batch_size < standin.beans.train_steps * standin.beans.batch_size
-    assert config.get_budget(kind="gpu", sources="real") == config.get_budget(kind="gpu", sources="standin")
+
+
+def test_the_stand_in_fine_tunes_as_it_does_on_a_laptop_on_the_gpu_budget():
+    """The gpu budget's knobs for the real ViT-B/16 (2e-4, 200 steps) left the stand-in at 0.820 on beans on one H200,
+    against a floor of 0.8: offline on a GPU, the stand-in keeps the steps and learning rate it reaches 0.9 with."""
+    cpu, gpu = config.get_budget(kind="cpu", sources="standin"), config.get_budget(kind="gpu", sources="standin")
+    assert gpu.beans == cpu.beans
+    assert (gpu.dogs.train_steps, gpu.dogs.learning_rate) == (cpu.dogs.train_steps, cpu.dogs.learning_rate)
 
 
 def test_beans_is_named_by_its_hub_id_with_the_owner():
