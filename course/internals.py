@@ -24,6 +24,11 @@ Trainer._load_from_checkpoint      transformers  the method ``Trainer.train`` ca
                                                  there (a learner reads it; helpers imports nothing from here)
 Ray Data's logical plan            Ray 2.60.0    the ``InputData`` and ``Limit`` operators, ``input_dependencies``,
   exercises.data_loading_playbook                a ``DataIterator``'s ``_base_dataset`` and its ``_logical_plan.dag``
+Deployment._deployment_config      Ray 2.60.0    a deployment's options (``.options(**answer)``); its
+  exercises.ray_serve                            ``autoscaling_config``, which ``Deployment`` has no property for
+ASHA's settings                    Ray 2.60.0    ``AsyncHyperBandScheduler`` keeps its arguments as ``_metric``,
+  exercises.ray_tune                             ``_mode``, ``_time_attr``, ``_reduction_factor``, ``_brackets`` (one
+                                                 per bracket) and ``_stop_last_trials``; no public reading exists
 get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execution.train_fn_utils``: the worker's
   exercises.fault_tolerance                      ``TrainFnUtils``, whose ``get_checkpoint`` every public spelling of
                                                  ``ray.train.get_checkpoint`` ends in

@@ -6,7 +6,6 @@ import inspect
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -95,8 +94,7 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 f"{_what_it_is(deployment)}, not a Serve deployment: decorate the class with "
                 "`@serve.deployment` (and its method with `@serve.batch`)"
             )
-        with ThreadPoolExecutor(max_workers=1) as pool:  # untouched? find out here, without starting a replica
-            pool.submit(_call_once, deployment).result()
+        _call_once(deployment)  # untouched? find out here, without starting a replica
         taken = deployment.max_ongoing_requests
         assert taken >= max_batch_size, (
             f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
@@ -115,16 +113,12 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
         values = np.random.default_rng().integers(0, 1000, 48).tolist()  # 48 requests at once, one value each
         quiet = serve_logging()
 
-        def deploy_and_call() -> list:  # in a thread of its own: a notebook's event loop forbids waiting in it
+        try:  # in the check's own thread (checking.check), where no event loop runs, as Serve's handles need
             handle = attempt(  # Serve's logging as the lesson's: no line per request
                 serve.run, deployment.bind(score_batch), name=EXERCISE_APP, route_prefix=None, logging_config=quiet
             )
             _answers(handle, values[:1])  # one request first: an answer that fails, fails once, not 48 times
-            return _answers(handle, values)
-
-        try:
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                answers = pool.submit(deploy_and_call).result()
+            answers = _answers(handle, values)
         finally:
             serve.delete(EXERCISE_APP)
             if started is not None:
@@ -167,9 +161,10 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
             and max_batch_size in (batched_methods(deployment.func_or_class).values() or [max_batch_size])
         )
 
-    return check("06.1", run, limit_s=300, ray_first=worth_ray)
+    return check("06.1", run, limit_s=BATCHING_LIMIT_S, ray_first=worth_ray)
 
 
+BATCHING_LIMIT_S = 300  # 06.1 in all: Serve started, the answer deployed, 49 requests answered
 ANSWER_WAIT_S = 60  # 06.1: how long a request may wait for its answer (a batch of `score_batch` takes milliseconds)
 
 
@@ -280,7 +275,7 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
             f"min_replicas={scaling.min_replicas} and max_replicas={scaling.max_replicas}: nothing can scale; let "
             "max_replicas be higher"
         )
-        taken = configured._deployment_config.max_ongoing_requests
+        taken = configured.max_ongoing_requests
         assert scaling.target_ongoing_requests < taken, (
             f"target_ongoing_requests={scaling.target_ongoing_requests:g}, but a replica takes at most "
             f"max_ongoing_requests={taken} at a time (the lesson's `Model`): its load never goes above the target, "
@@ -339,7 +334,7 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
                 f"{gpus:g} GPUs: nothing can scale. That many replicas hold a GPU each all the time, even with no "
                 "load. Keep one replica ready on every cluster; the GPUs set only the maximum"
             )
-            taken = configured._deployment_config.max_ongoing_requests
+            taken = configured.max_ongoing_requests
             assert scaling.target_ongoing_requests < taken, (
                 f"target_ongoing_requests={scaling.target_ongoing_requests:g} on a cluster with {gpus:g} GPU(s), but "
                 f"a replica takes at most max_ongoing_requests={taken} at a time: Serve never adds a replica there"

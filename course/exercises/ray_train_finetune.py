@@ -12,6 +12,14 @@ import pandas as pd
 from course.exercises.checking import Verdict, attempt, check
 
 
+def _per_worker(total: dict, workers: int) -> dict:
+    """What one worker asks for, from a ``ScalingConfig``'s public ``total_resources``: ``{'CPU': 4}``."""
+    return {
+        name: int(amount / workers) if (amount / workers).is_integer() else amount / workers
+        for name, amount in total.items()
+    }
+
+
 def made_up_history() -> pd.DataFrame:
     """A ``result.metrics_dataframe`` of a made-up run whose best evaluation is neither its last nor the one with the
     lowest ``eval_loss``: the loss keeps falling a little after the accuracy has peaked."""
@@ -134,7 +142,7 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
         needs = {name: amount for name, amount in config.total_resources.items() if amount}
         over = {name: amount for name, amount in needs.items() if name != "GPU" and amount > resources.get(name, 0)}
         assert not over, (
-            f"{config.num_workers} workers of {config._resources_per_worker_not_none} each need "
+            f"{config.num_workers} workers of {_per_worker(needs, config.num_workers)} each need "
             + ", ".join(f"{amount:g} {name}" for name, amount in over.items())
             + f" in all, and this cluster has {resources}: Ray Train cannot place the workers, and the run never "
             "trains. Ask for what one worker needs (one CPU, Ray's default, is enough here), times the workers at "
@@ -168,7 +176,7 @@ def check_scaling(scaling_for: Callable[[int, int, dict[str, float]], tuple[Any,
             "`resources` counts, not from whether the key is there"
         )
         config, per_worker = scaled(4, 64, {"CPU": 8.0, "GPU": 2.0})
-        gpus_each = config._resources_per_worker_not_none.get("GPU", 0) if config.use_gpu else 0
+        gpus_each = config.num_gpus_per_worker if config.use_gpu else 0
         assert gpus_each * 4 <= 2.0, (
             f"4 workers of {gpus_each:g} GPU each need {gpus_each * 4:g} GPUs, and this cluster has 2: Ray Train "
             "cannot place the workers, and the run never trains. Use GPUs only when there is one for every worker "

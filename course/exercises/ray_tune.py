@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
 
-from course.deadline import first_line
+from course.deadline import Late, first_line, within
 from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, untouched
 
 CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right answer needs
@@ -23,14 +21,11 @@ EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds
 
 
 def _within(seconds: float, function: Callable, *args: Any) -> Any:
-    """``attempt(function, *args)`` in a thread, given ``seconds``: an answer that loops is a finding, not a hang."""
-    pool = ThreadPoolExecutor(max_workers=1)
+    """``attempt(function, *args)`` given ``seconds``: an answer that loops is a finding, not a hang, and is stopped."""
     try:
-        return pool.submit(attempt, function, *args).result(timeout=seconds)
-    except FutureTimeout:
+        return within(attempt, function, *args, limit_s=seconds, interrupt=True, grace_s=1)
+    except Late:
         raise AssertionError(f"your function did not return within {seconds:.0f} s: does it wait or loop?") from None
-    finally:
-        pool.shutdown(wait=False)
 
 
 # What Tune's own checks say when the learner's code does something they refuse, and what it means in the exercise.

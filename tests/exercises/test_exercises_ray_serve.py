@@ -297,6 +297,32 @@ def test_the_batching_check_refuses_before_deploying(answer, phrases):
     assert ray.is_initialized() == started, "the check started Ray for an answer it refuses without it"
 
 
+@pytest.mark.cluster  # a deployment of the right shape: the check attaches Ray before calling it
+def test_a_scorer_that_loops_for_ever_is_stopped_at_the_checks_limit(monkeypatch):
+    """06.1 calls the class once before deploying it: a loop that never ends there is stopped at the check's limit,
+    not left spinning in the kernel."""
+    import threading
+
+    monkeypatch.setattr(ray_serve, "BATCHING_LIMIT_S", 1)
+    stopped = threading.Event()
+
+    @serve.deployment(max_ongoing_requests=16)
+    class Spins:
+        def __init__(self, score):
+            self.score = score
+
+        @serve.batch(max_batch_size=16)
+        async def __call__(self, values):
+            try:
+                while True:
+                    pass
+            finally:
+                stopped.set()
+
+    expect(ray_serve.check_batching(Spins), checking.WRONG, "time limit")
+    assert stopped.wait(5), "the learner's loop still runs after its verdict"
+
+
 def test_the_batched_methods_are_found_on_any_name():
     assert ray_serve.batched_methods(ThirtyTwo.func_or_class) == {"handle": 32}
     assert ray_serve.batched_methods(NotADeployment) == {}

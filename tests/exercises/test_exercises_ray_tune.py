@@ -295,6 +295,23 @@ def test_search_that_never_returns_gets_a_verdict_at_its_limit(monkeypatch):
     assert time.monotonic() - started < 3
 
 
+def test_search_that_loops_for_ever_is_stopped_at_its_limit_not_left_spinning_in_the_kernel(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(ray_tune, "CALL_LIMIT_S", 0.5)
+    stopped = threading.Event()
+
+    def spins(max_epochs):
+        try:
+            while True:
+                pass
+        finally:
+            stopped.set()
+
+    expect(ray_tune.check_search(spins), checking.WRONG, "did not return within")
+    assert stopped.wait(5), "the learner's loop still runs after its verdict"
+
+
 # --- 07.2: the best trial of a ResultGrid (one made-up experiment on Ray, shared by the tests) ----------------------
 
 

@@ -278,3 +278,38 @@ def test_rays_node_and_params_take_what_the_isolated_node_script_gives():
         assert given <= taken[name], review(entry) + f": {name} no longer takes {sorted(given - taken[name])}"
     assert "dashboard_agent_listen_port" in vars(ray._private.parameter.RayParams(num_cpus=1)), review(entry)
     assert isinstance(inspect.getattr_static(ray._private.node.Node, "node_id"), property), review(entry)
+
+
+def test_a_serve_deployment_keeps_its_autoscaling_config_in_its_deployment_config():
+    from ray import serve
+
+    @serve.deployment
+    class Model:
+        def __call__(self, request):
+            return request
+
+    entry = "Deployment._deployment_config"
+    configured = Model.options(autoscaling_config={"min_replicas": 1, "max_replicas": 3}, max_ongoing_requests=32)
+    assert not hasattr(configured, "autoscaling_config"), "Serve has a public property now: use it, drop the entry"
+    scaling = configured._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.max_replicas) == (1, 3), review(entry)
+    assert configured.max_ongoing_requests == 32  # public: the check reads it so
+
+
+def test_ashas_arguments_are_kept_where_the_search_check_reads_them():
+    from ray.tune.schedulers import ASHAScheduler
+
+    entry = "ASHA's settings"
+    scheduler = ASHAScheduler(
+        metric="accuracy",
+        mode="max",
+        time_attr="epoch",
+        max_t=4,
+        grace_period=1,
+        reduction_factor=2,
+        brackets=1,
+        stop_last_trials=False,
+    )
+    kept = (scheduler._metric, scheduler._mode, scheduler._time_attr, scheduler._reduction_factor)
+    assert kept == ("accuracy", "max", "epoch", 2), review(entry)
+    assert len(scheduler._brackets) == 1 and scheduler._stop_last_trials is False, review(entry)
