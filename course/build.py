@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
-from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessorPil
+from transformers import PreTrainedModel, ViTConfig, ViTForImageClassification, ViTImageProcessorPil
 
 from course import config, standins
 from helpers import catalog
-from helpers.models import label_maps, predict, pretrain
+from helpers.models import label_maps, predict
 
 # The stand-in checkpoint's configuration: a Hugging Face ViT like google/vit-base-patch16-224-in21k, much smaller
 # (about 0.55 M parameters; not the plain-PyTorch ViT of notebook 04, see helpers.vit).
@@ -33,6 +33,41 @@ STANDIN_VIT_CONFIG = dict(
     image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4,
     num_attention_heads=4, intermediate_size=256,
 )  # fmt: skip
+
+
+def pretrain(
+    model: PreTrainedModel,
+    pixel_values: torch.Tensor,
+    label_ids: torch.Tensor,
+    epochs: int = 3,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[float]:
+    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses.
+
+    ``progress=False``: no progress bar (in a notebook each would be a widget)."""
+    torch.manual_seed(seed)
+    steps = epochs * int(np.ceil(len(label_ids) / batch_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    losses = []
+    model.train()
+    for epoch in range(epochs):
+        order = torch.randperm(len(label_ids))
+        total = 0.0
+        starts = range(0, len(order), batch_size)
+        for start in tqdm(starts, desc=f"pretrain epoch {epoch + 1}/{epochs}", disable=not progress):
+            idx = order[start : start + batch_size]
+            loss = model(pixel_values=pixel_values[idx], labels=label_ids[idx]).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(idx)
+        losses.append(total / len(label_ids))
+    return losses
 
 
 def standin_vit(class_names: Sequence[str]) -> ViTForImageClassification:

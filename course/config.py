@@ -426,7 +426,6 @@ def budget_kind(gpus: float = 0, kind: str | None = None) -> str:
 # for a run whose content cannot learn (the real-sources rehearsal's random weights): the figure and its floor are
 # printed, and nothing is enforced.
 FLOORS_ENV = "COURSE_FLOORS"
-FLOORS = settings.declared(FLOORS_ENV).choices  # ("enforce", "report")
 
 
 def floors() -> str:
@@ -538,11 +537,6 @@ def shared_path(name: str, storage: str | None = None) -> str:
 SERVE_PORT_ENV = "COURSE_SERVE_PORT"
 MAX_IMAGE_BYTES = 5_000_000
 MAX_IMAGE_PIXELS = 4096 * 4096
-
-
-def serve_port() -> int | None:
-    """``$COURSE_SERVE_PORT``, checked, or None (notebook 06 then takes a free port)."""
-    return settings.number(SERVE_PORT_ENV)
 
 
 # Checkpoints kept per Ray Train run; older ones are deleted (the real ViT's are about 1 GB each). Ray Train's

@@ -24,7 +24,7 @@ from PIL import Image, UnidentifiedImageError
 from ray.serve.schema import LoggingConfig
 from ray.train import Checkpoint, Result
 
-from course import config
+from course import config, settings
 from course.distributed import free_loopback_port
 from course.internals import RUN_SNAPSHOT
 from helpers.catalog import IMAGENETTE_SYNSETS
@@ -62,10 +62,11 @@ def latest_run(name: str, storage: str | None = None) -> str | None:
 
 def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
     """The last checkpoint a Ray Train run reported, and the metrics reported with it (Ray Train's own reading of the
-    run folder, ``Result.from_path``; quiet: it logs that it found the run's snapshot)."""
+    run folder, ``Result.from_path``; it logs that it found the run's snapshot, unless ``COURSE_VERBOSE=1`` quietly)."""
     train = logging.getLogger("ray.train")
     level = train.level
-    train.setLevel(max(logging.WARNING, train.getEffectiveLevel()))
+    if not config.verbose():
+        train.setLevel(max(logging.WARNING, train.getEffectiveLevel()))
     try:
         result = Result.from_path(run)
     finally:
@@ -112,8 +113,9 @@ def build_standin_model(sources: config.Sources, dogs: config.DogsBudget, folder
     (``dogs``: its budget section's steps, batch size and learning rate); save it in ``folder``."""
     import torch
 
+    from course.build import pretrain
     from helpers.features import pixel_values
-    from helpers.models import load_classifier, load_processor, pretrain
+    from helpers.models import load_classifier, load_processor
 
     start = time.perf_counter()
     class_names = sorted(set(IMAGENETTE_SYNSETS.values()))
@@ -211,7 +213,7 @@ def probe_bodies(good: bytes) -> dict[str, bytes]:
 
 def serve_port() -> int:
     """The port Serve's HTTP proxy takes on 127.0.0.1: ``$COURSE_SERVE_PORT`` if set, else a free one."""
-    return config.serve_port() or free_loopback_port()
+    return settings.number(config.SERVE_PORT_ENV) or free_loopback_port()
 
 
 # Serve's controller gives a new HTTP proxy 5 s to say it is ready, then replaces it, and `serve.start` fails with

@@ -240,7 +240,7 @@ SETTINGS = (
     ),
     Setting(
         "COURSE_CELL_TIMEOUT",
-        "seconds one notebook cell may run under `make run` and the notebook tests",
+        "seconds one notebook cell may run under `make run` (the tests give a cell 900 s, a solution's cell 600 s)",
         "integer",
         "1800",
         minimum=1,

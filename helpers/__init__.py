@@ -12,7 +12,7 @@ beans               reading beans (Hub or stand-in) into a ``DatasetDict``
 ingest              Ray Data ingest of image folders: readable images, labels by file name, channels
 cifar               CIFAR-10 parquet to arrays, normalisation, ``DataLoader``\\s
 features            images to model inputs: the processor call, the dataset transform, the collator
-models              the pretrained classifier (Auto classes): loading it with a new head, the stand-in, predict
+models              the pretrained classifier (Auto classes): loading it with a new head, predict
 vit                 the plain-PyTorch ViT of notebook 04 and its named architectures
 loops               plain PyTorch epoch loops, and reporting an epoch (metrics + checkpoint) to Ray Train
 train               Ray Train with Hugging Face: the workers' recipe and functions, the course's RunConfig

@@ -1,6 +1,6 @@
 """What the course's data sets are, whichever source they come from: class names, synsets, split sizes.
 
-Both the real-data path (``ingest``) and the stand-in generator (``synthetic``) read these facts from
+Both the real-data path (``ingest``) and the stand-in generator (``course.standins``) read these facts from
 here; neither imports the other.
 """
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from transformers import (
     AutoImageProcessor,
     AutoModelForImageClassification,
@@ -57,41 +56,6 @@ def load_classifier(name_or_path: str | Path, class_names: Sequence[str]) -> Pre
         label2id=label2id,
         ignore_mismatched_sizes=True,  # the pretraining head has other classes
     )
-
-
-def pretrain(
-    model: PreTrainedModel,
-    pixel_values: torch.Tensor,
-    label_ids: torch.Tensor,
-    epochs: int = 3,
-    batch_size: int = 128,
-    lr: float = 2e-3,
-    seed: int = 0,
-    progress: bool = True,
-) -> list[float]:
-    """Train ``model`` on preprocessed images with AdamW and a cosine schedule; return the epoch losses.
-
-    ``progress=False``: no progress bar (in a notebook each would be a widget)."""
-    torch.manual_seed(seed)
-    steps = epochs * int(np.ceil(len(label_ids) / batch_size))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
-    losses = []
-    model.train()
-    for epoch in range(epochs):
-        order = torch.randperm(len(label_ids))
-        total = 0.0
-        starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc=f"pretrain epoch {epoch + 1}/{epochs}", disable=not progress):
-            idx = order[start : start + batch_size]
-            loss = model(pixel_values=pixel_values[idx], labels=label_ids[idx]).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            total += loss.item() * len(idx)
-        losses.append(total / len(label_ids))
-    return losses
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from traitlets import default
 
 from course import config, results, settings
+from course.deadline import first_line
 from course.lessons import LESSONS
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
@@ -121,7 +122,7 @@ def execute(
         last = re.sub(r"\x1b\[[0-9;]*m", "", str(error).strip().splitlines()[-1])[:80]  # no terminal colours
         status = f"FAILED in cell {progress.done} of {code_cells}: {last}"
     except Exception as error:  # the kernel would not start, or nbclient itself failed: still a row
-        status = f"ERROR: {type(error).__name__}: {str(error)[:80]}"
+        status = f"ERROR: {first_line(error, 80)}"
     finally:
         progress.finish()
         executed_dir.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,8 @@ A lesson's check is a function ``check_<what>(answer) -> Verdict`` in ``course/e
 The checks that run the learner's function on Ray Train workers are written on ``course.exercises.train_runs``: it
 watches every worker, and stops one that waits at ``ray.train.report`` for a worker that has reported fewer times and
 ended (or has not come for ``train_runs.BARRIER_WAIT_S``), or that runs past its own limit; the verdict names the
-rule it broke. ``tests/test_exercises_<lesson>.py`` shows, for each check, the wrong answers a learner writes refused
-with a message that teaches, and other right answers accepted.
+rule it broke. ``tests/exercises/test_exercises_<lesson>.py`` shows, for each check, the wrong answers a learner
+writes refused with a message that teaches, and other right answers accepted.
 """
 
 from __future__ import annotations

@@ -194,10 +194,10 @@ def test_the_page_posts_the_picked_file_and_shows_the_answer_or_the_error():
 
 def test_the_stand_in_is_fine_tuned_as_notebook_03_fine_tunes(tmp_path, monkeypatch):
     """Its steps, batch size and learning rate are the budget's section for notebook 03, in whole epochs."""
-    import helpers.models
+    import course.build
 
     asked = {}
-    monkeypatch.setattr(helpers.models, "pretrain", lambda model, pixels, labels, **options: asked.update(options))
+    monkeypatch.setattr(course.build, "pretrain", lambda model, pixels, labels, **options: asked.update(options))
     dogs = DOGS.__class__(**{**vars(DOGS), "train_steps": 60, "batch_size": 16, "learning_rate": 3e-4})
     seconds = serving.build_standin_model(config.get_sources("standin"), dogs, tmp_path / "checkpoint")
     images = len(serving.labelled_images(config.get_sources("standin"), "train"))
