@@ -255,7 +255,9 @@ def check_autoscaling(scaling_options: Callable[[dict[str, float]], dict]) -> Ve
         try:
             configured = Model.options(**options)
         except Exception as error:  # Serve refuses the options: its message says why
-            raise AssertionError(f"Serve refuses these options ({_pydantic_findings(error)})") from None
+            raise AssertionError(
+                f"Serve refuses these options for the resources {resources} ({_pydantic_findings(error)})"
+            ) from None
         return dict(options), configured
 
     def run() -> str:

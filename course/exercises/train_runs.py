@@ -153,7 +153,7 @@ def stopped_finding(stopped: list[dict], limit_s: float) -> str:
         return (
             f"worker {rank} called `ray.train.report` {calls} time(s), worker {other} fewer: `ray.train.report` "
             f"waits until every worker has called it, so worker {rank} would have waited forever (the check "
-            "stopped it: Ray's pink lines above, of a worker that died or was killed, are about that worker, not "
+            "stopped it: Ray's lines above about a worker that died or was killed are about that worker, not "
             "your memory). Every worker calls `ray.train.report`, as often as the others; only rank 0 attaches a "
             "checkpoint (the others pass `checkpoint=None`)"
         )

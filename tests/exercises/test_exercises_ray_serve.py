@@ -163,6 +163,17 @@ SCALING_WRONG = {
         ["Serve refuses", "`autoscaling_config.min_replicas`: Input should be a valid integer", "'one'"],
     ),
     "a negative num_replicas": (always({"num_replicas": -1}), ["`num_replicas`: Input should be greater than"]),
+    "one replica per GPU where the key is, none when it is 0.0": (
+        lambda resources: (
+            {
+                "autoscaling_config": {"min_replicas": 1, "max_replicas": int(resources["GPU"])},
+                "ray_actor_options": {"num_gpus": 1},
+            }
+            if "GPU" in resources
+            else right(resources)
+        ),
+        ["Serve refuses these options for the resources", "'GPU': 0.0", "max_replicas"],
+    ),
 }
 
 
