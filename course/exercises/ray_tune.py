@@ -20,14 +20,6 @@ CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right 
 EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds on an idle laptop
 
 
-def _within(seconds: float, function: Callable, *args: Any) -> Any:
-    """``attempt(function, *args)`` given ``seconds``: an answer that loops is a finding, not a hang, and is stopped."""
-    try:
-        return within(attempt, function, *args, limit_s=seconds, interrupt=True, grace_s=1)
-    except Late:
-        raise AssertionError(f"your function did not return within {seconds:.0f} s: does it wait or loop?") from None
-
-
 # What Tune's own checks say when the learner's code does something they refuse, and what it means in the exercise.
 RAISED_HINTS = {
     "Reduction Factor not valid": (
@@ -57,10 +49,15 @@ RAISED_HINTS = {
 
 
 def _within_hinted(function: Callable, *args: Any) -> Any:
-    """``_within(CALL_LIMIT_S, function, *args)``; where the learner's code raised one of the errors in
-    ``RAISED_HINTS``, the verdict adds what it means for the exercise."""
+    """``attempt(function, *args)`` given ``CALL_LIMIT_S``: an answer that loops is a finding, not a hang, and is
+    stopped. Where the learner's code raised one of the errors in ``RAISED_HINTS``, the verdict adds what it means for
+    the exercise."""
     try:
-        return _within(CALL_LIMIT_S, function, *args)
+        return within(attempt, function, *args, limit_s=CALL_LIMIT_S, interrupt=True, grace_s=1)
+    except Late:
+        raise AssertionError(
+            f"your function did not return within {CALL_LIMIT_S:.0f} s: does it wait or loop?"
+        ) from None
     except Raised as raised:
         hint = next((h for words, h in RAISED_HINTS.items() if words in str(raised)), None)
         said = str(raised) if str(raised).endswith((".", "!", "?")) else f"{raised}."
