@@ -231,7 +231,7 @@ def check_quick_validation(config_class: type) -> Verdict:
                     ": Ray Train calls `configure` once per dataset, with a one-entry `datasets` dict; loop over "
                     "`datasets.items()` instead of looking names up"
                 )
-            raise AssertionError(f"`configure` for the `{name}` dataset {raised}{hint}") from None
+            raise AssertionError(f"called for the `{name}` dataset, `configure` failed: {raised}{hint}") from None
         assert isinstance(per_worker, list | tuple) and len(per_worker) == world_size, (
             f"`configure` returned {type(per_worker).__name__} "
             f"{'of ' + str(len(per_worker)) if hasattr(per_worker, '__len__') else ''} for world_size={world_size}: "

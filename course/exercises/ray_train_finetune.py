@@ -77,6 +77,10 @@ def check_best_evaluation(best_evaluation: Callable[[pd.DataFrame], tuple[int, f
             "you returned the evaluation with the lowest `eval_loss` (step 250); the exercise asks for the highest "
             "`eval_accuracy`: the loss can go on falling after the accuracy has peaked"
         )
+        assert not (int(step) == 50 and math.isclose(float(accuracy), 0.61)), (
+            "you returned the evaluation with the *lowest* `eval_accuracy` (step 50, 0.61): higher is better for an "
+            "accuracy, so look for its maximum (`idxmax()`, or `sort_values(..., ascending=False)`)"
+        )
         assert int(step) != 200 or math.isclose(float(accuracy), 0.91), (
             f"the step is right (200) but the accuracy, {accuracy}, is not that row's (0.91): read both from the "
             "same row"

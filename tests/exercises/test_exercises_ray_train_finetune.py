@@ -90,7 +90,7 @@ def test_scaling():
 
 def test_best_evaluation_names_each_half_right_answer():
     """02.1: numbers written in, the epoch for the step, the pair swapped, an empty function, argmax's position read as
-    a label; other right answers."""
+    a label, the lowest accuracy for the highest; other right answers."""
     check = ray_train_finetune.check_best_evaluation
     expect(check(lambda h: (200, 0.91)), checking.WRONG, "returned (200, 0.91) again", "not numbers written in")
     by_epoch = lambda h: (float(h.loc[h["eval_accuracy"].idxmax(), "epoch"]), float(h["eval_accuracy"].max()))  # noqa: E731
@@ -102,6 +102,11 @@ def test_best_evaluation_names_each_half_right_answer():
     # a PyTorch user's argmax: a position, read as a label (`[]` on a Series reads labels)
     positions_as_labels = lambda h: (int(h["step"][h["eval_accuracy"].argmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
     expect(check(positions_as_labels), checking.WRONG, "`argmax()` gives a row's *position*", "`.iloc`")
+    # the minimum for the maximum: what a loss would want, not an accuracy
+    lowest = lambda h: (int(h.loc[h["eval_accuracy"].idxmin(), "step"]), float(h["eval_accuracy"].min()))  # noqa: E731
+    expect(check(lowest), checking.WRONG, "*lowest* `eval_accuracy`", "`idxmax()`")
+    first_sorted = lambda h: tuple(h.sort_values("eval_accuracy").iloc[0][["step", "eval_accuracy"]])  # noqa: E731
+    expect(check(first_sorted), checking.WRONG, "*lowest*", "ascending=False")
 
     def sorted_rows(history):
         best = history.sort_values("eval_accuracy").iloc[-1]
