@@ -238,6 +238,7 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
 
 
 MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
+LARGE_BATCH = 5000  # 03.2's large batch: Ray Data gives batches of any size `map_batches(batch_size=...)` asks for
 ANY_BATCH_SIZE = "draw one choice for each image of the batch you are given (`len(batch['image'])`)"
 
 
@@ -285,6 +286,17 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         )
         share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / size
         assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
+        large = LARGE_BATCH  # more images than a length written in "for any batch" (1000, 1024) draws for
+        tiny = rng.integers(0, 256, (large, 2, 3, 3), dtype=np.uint8)
+        try:
+            out = attempt(mirror_half, {"image": tiny.copy(), "label": np.arange(large)})
+        except Raised as error:
+            raise AssertionError(f"on a batch of {large} images {error}: {ANY_BATCH_SIZE}") from None
+        returned = len(out["image"]) if isinstance(out, dict) and "image" in out else None
+        assert returned == large, (
+            f"on a batch of {large} images, {returned} came back: a choice drawn for a fixed number of images, "
+            f"zipped with the batch, stops at that number, and Ray Data's batches can be larger. {ANY_BATCH_SIZE}"
+        )
         ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
         ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
         try:

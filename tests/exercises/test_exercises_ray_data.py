@@ -177,6 +177,25 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
     expect(check(sixty_four_zipped), checking.WRONG, "64 images came back of 100", "`len(batch['image'])`")
     expect(check(images_only), checking.WRONG, "return the batch: a dict with its columns")
 
+    def enough_for_any_batch(batch):  # a length written in "large enough" (walk of 3995af6): right up to 1000 images
+        chosen = np.random.default_rng().random(1000) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen)]  # noqa: B905
+        return batch
+
+    def enough_strict(batch):  # cut to the batch, with zip(strict=True): it raises on the large batch
+        chosen = (np.random.default_rng().random(1024) < 0.5)[: len(batch["image"])]
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return batch
+
+    def the_checks_own_size(batch):  # the check's first batch size written in: right on it and on 4 photos
+        chosen = np.random.default_rng().random(100) < 0.5
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen)]  # noqa: B905
+        return batch
+
+    expect(check(enough_for_any_batch), checking.WRONG, "on a batch of 5000 images, 1000 came back", "`len(batch")
+    expect(check(enough_strict), checking.WRONG, "on a batch of 5000 images it raised ValueError", "`len(batch")
+    expect(check(the_checks_own_size), checking.WRONG, "on a batch of 5000 images, 100 came back", "fixed number")
+
     def a_list(batch):
         return [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]
 
