@@ -75,6 +75,11 @@ def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs)
     except NotImplementedError:
         raise NotDone from None
+    except NameError as error:  # a name from another cell, never run, or never imported in this notebook
+        raise Raised(
+            f"it raised {first_line(error)}: your code uses a name this notebook does not have. Import it in your "
+            "cell (`import ray`, say), or run the cell that defines it"
+        ) from None
     except Exception as error:
         raise Raised(f"it raised {first_line(error)}") from None
 

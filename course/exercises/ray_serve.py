@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from course.deadline import first_line
+from course.deadline import Late, first_line, within
 from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error
 
 EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
@@ -94,7 +94,14 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 f"{_what_it_is(deployment)}, not a Serve deployment: decorate the class with "
                 "`@serve.deployment` (and its method with `@serve.batch`)"
             )
-        _call_once(deployment)  # untouched? find out here, without starting a replica
+        try:  # untouched? find out here, without starting a replica
+            within(_call_once, deployment, limit_s=FIRST_CALL_LIMIT_S, interrupt=True)
+        except Late:
+            raise AssertionError(
+                f"your class, made once here (outside Serve) and called with one value, had not returned after "
+                f"{FIRST_CALL_LIMIT_S} s: look for a loop in `__init__` or in the method that never ends, or a wait "
+                "for something that never comes. The check stopped it"
+            ) from None
         taken = deployment.max_ongoing_requests
         assert taken >= max_batch_size, (
             f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
@@ -165,6 +172,7 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
 
 
 BATCHING_LIMIT_S = 300  # 06.1 in all: Serve started, the answer deployed, 49 requests answered
+FIRST_CALL_LIMIT_S = 30  # 06.1: the learner's class made and called once, outside Serve (it takes milliseconds)
 ANSWER_WAIT_S = 60  # 06.1: how long a request may wait for its answer (a batch of `score_batch` takes milliseconds)
 
 

@@ -26,6 +26,23 @@ def test_code_that_raises_is_a_finding_not_a_crash():
     )
 
 
+def test_a_name_the_notebook_lacks_is_named_with_the_fix():
+    """06.2 answered with `ray.cluster_resources()` in a notebook that imports `from ray import serve` only (walk of
+    3995af6): the bare NameError now says to import the name."""
+    from course.exercises import ray_serve
+
+    def reads_this_machine(resources):
+        gpus = ray_not_imported.cluster_resources().get("GPU", 0)  # noqa: F821
+        return {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}, "ray_actor_options": {"num_gpus": gpus}}
+
+    expect(
+        ray_serve.check_autoscaling(reads_this_machine),
+        checking.WRONG,
+        "NameError: name 'ray_not_imported' is not defined",
+        "Import it in your cell",
+    )
+
+
 def test_an_answer_of_a_shape_the_check_did_not_expect_is_a_verdict():
     """02.2 with a function that returns only the ScalingConfig: the check unpacks a pair (a TypeError before)."""
     only_the_config = lambda workers, batch, resources: ScalingConfig(num_workers=workers)  # noqa: E731
