@@ -209,11 +209,11 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         )
         found = out["confidence"].to_numpy(dtype=float)
         assert ((found >= 0) & (found <= 1)).all(), (
-            f"confidence {np.round(found, 3).tolist()}: a probability lies between 0 and 1; turn the logits into "
+            f"confidence {_rounded(found)}: a probability lies between 0 and 1; turn the logits into "
             "probabilities with a softmax first"
         )
         assert np.allclose(found, confidence, atol=1e-4), (
-            f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
+            f"confidence {_rounded(found)}, expected {_rounded(confidence)}: the softmax "
             "probability of the *predicted* class, for each image"
         )
         assert loads == 0, (
@@ -235,6 +235,11 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         )
 
     return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
+
+
+def _rounded(values: Any) -> list[float]:
+    """Numbers for a verdict, to 3 places: ``0.741``, not float32's ``0.7409999966621399``."""
+    return [round(float(value), 3) for value in np.asarray(values).ravel()]
 
 
 MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
