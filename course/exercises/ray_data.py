@@ -71,7 +71,8 @@ def unseen_images() -> list[np.ndarray]:
 
 
 def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[list[str], np.ndarray]:
-    """The predicted class name and its softmax probability for each image, computed here."""
+    """The predicted class name and its softmax probability for each image, computed here; the probabilities as
+    float64, like the learner's column read back, so that a verdict prints 0.741, not float32's 0.7409999966621399."""
     from helpers.features import pixel_values
     from helpers.models import load_model, load_processor
 
@@ -81,7 +82,7 @@ def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[lis
     with torch.no_grad():
         probabilities = model(pixel_values=pixel_values(processor, images)).logits.softmax(-1)
     confidence, ids = probabilities.max(-1)
-    return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy()
+    return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy().astype(float)
 
 
 _WORK = {"loads": 0, "forwards": 0}  # in an actor of 03.1's check: models loaded, forward passes run
@@ -209,11 +210,11 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         )
         found = out["confidence"].to_numpy(dtype=float)
         assert ((found >= 0) & (found <= 1)).all(), (
-            f"confidence {_rounded(found)}: a probability lies between 0 and 1; turn the logits into "
+            f"confidence {np.round(found, 3).tolist()}: a probability lies between 0 and 1; turn the logits into "
             "probabilities with a softmax first"
         )
         assert np.allclose(found, confidence, atol=1e-4), (
-            f"confidence {_rounded(found)}, expected {_rounded(confidence)}: the softmax "
+            f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
             "probability of the *predicted* class, for each image"
         )
         assert loads == 0, (
@@ -235,11 +236,6 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
         )
 
     return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
-
-
-def _rounded(values: Any) -> list[float]:
-    """Numbers for a verdict, to 3 places: ``0.741``, not float32's ``0.7409999966621399``."""
-    return [round(float(value), 3) for value in np.asarray(values).ravel()]
 
 
 MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows

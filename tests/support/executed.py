@@ -75,9 +75,10 @@ FAILURE = re.compile(r"^Error in training function:$")
 FAILURE_PHRASE = "Error in training function"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
 # Lines about the whole cluster that every attached notebook receives, so that no notebook can explain them; the reason.
+RAYLET = "(raylet) "  # how Ray prefixes a line a raylet forwards to the driver (output_lines has removed its colour)
 CLUSTER_WIDE = {
     "Failed to kill actor": "the GCS, about an actor whose process had already exited (another notebook's, maybe)",
-    "(raylet) ": "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
+    RAYLET: "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
     "had exited), not the lesson's",
 }
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
@@ -159,7 +160,7 @@ def repeats(lines: list[str]) -> list[str]:
     return [
         line
         for line, after in pairs
-        if RAY_PREFIX.sub("", line).strip() and line == after and not ANSI.sub("", line).startswith("(raylet) ")
+        if RAY_PREFIX.sub("", line).strip() and line == after and not line.startswith(RAYLET)
     ]
 
 

@@ -45,7 +45,7 @@ def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
     assert repeats(lines) == ["(RayTrainWorker pid=2) epoch 1"]
     nested = "(HashAggregateReduce(key_columns=('shape',), num_partitions=2) pid=3) "  # a name with parentheses
     assert repeats([nested, nested]) == []
-    killed = "\x1b[33m(raylet)\x1b[0m Task MapWorker(MapBatches(Featurizer)).submit failed. ... killed by `ray.kill`."
+    killed = "(raylet) Task MapWorker(MapBatches(Featurizer)).submit failed. ... killed by `ray.kill`."
     assert repeats([killed, killed]) == []  # one line per actor of a pool: two actors, the same text
     assert warnings(["x.py:1: FutureWarning: soon", "RayDeprecationWarning: `ExecutionOptions.exclude_resources`"]) == [
         "x.py:1: FutureWarning: soon"
