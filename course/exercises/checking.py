@@ -14,6 +14,8 @@ A lesson's check is a function ``check_<what>(answer) -> Verdict`` in ``course/e
   ``AssertionError`` with the finding; :class:`NotDone` and :class:`Raised` come from :func:`attempt`;
 * :func:`attempt` calls the learner's code: its ``NotImplementedError`` is :class:`NotDone`, another error is
   :class:`Raised`, with the error in one line (``course.deadline.first_line``);
+* :func:`in_time` gives one part of a check that runs the learner's code a shorter deadline of its own, and a
+  finding that says what to look for when it is late;
 * :func:`untouched` tells an exercise not yet written, so that a costly check starts nothing;
 * :func:`attach_ray` gives a check the notebook's Ray, or attaches as the lessons do;
 * :func:`learner_error` finds the learner's error in Ray's report of a failed task or run.
@@ -82,6 +84,15 @@ def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
         ) from None
     except Exception as error:
         raise Raised(f"it raised {first_line(error)}") from None
+
+
+def in_time(function: Callable, *args: Any, limit_s: float, late: str, grace_s: float = 5.0) -> Any:
+    """``function(*args)`` under ``deadline.within``, stopped at ``limit_s`` (interrupted, then given ``grace_s`` to
+    end): its value, or its exception raised again; past the limit, ``AssertionError(late)``, the finding."""
+    try:
+        return within(function, *args, limit_s=limit_s, interrupt=True, grace_s=grace_s)
+    except Late:
+        raise AssertionError(late) from None
 
 
 def exercises_path(exercise: str, results_dir: Path | None = None) -> Path:

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from course.deadline import Late, first_line, within
-from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error
+from course.deadline import first_line
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, in_time, learner_error
 
 EXERCISE_APP = "exercise-06"  # the application a check deploys, and deletes again
 
@@ -94,14 +94,14 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 f"{_what_it_is(deployment)}, not a Serve deployment: decorate the class with "
                 "`@serve.deployment` (and its method with `@serve.batch`)"
             )
-        try:  # untouched? find out here, without starting a replica
-            within(_call_once, deployment, limit_s=FIRST_CALL_LIMIT_S, interrupt=True)
-        except Late:
-            raise AssertionError(
-                f"your class, made once here (outside Serve) and called with one value, had not returned after "
-                f"{FIRST_CALL_LIMIT_S} s: look for a loop in `__init__` or in the method that never ends, or a wait "
-                "for something that never comes. The check stopped it"
-            ) from None
+        in_time(  # untouched? find out here, without starting a replica
+            _call_once,
+            deployment,
+            limit_s=FIRST_CALL_LIMIT_S,
+            late=f"your class, made once here (outside Serve) and called with one value, had not returned after "
+            f"{FIRST_CALL_LIMIT_S} s: look for a loop in `__init__` or in the method that never ends, or a wait "
+            "for something that never comes. The check stopped it",
+        )
         taken = deployment.max_ongoing_requests
         assert taken >= max_batch_size, (
             f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from course.deadline import Late, first_line, within
-from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, untouched
+from course.deadline import first_line
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, in_time, untouched
 
 CALL_LIMIT_S = 30  # the learner's function, called once: far more than a right answer needs
 EXPERIMENT_LIMIT_S = 90  # the check's own Tune experiment (07.2): a few seconds on an idle laptop
@@ -52,12 +52,9 @@ def _within_hinted(function: Callable, *args: Any) -> Any:
     """``attempt(function, *args)`` given ``CALL_LIMIT_S``: an answer that loops is a finding, not a hang, and is
     stopped. Where the learner's code raised one of the errors in ``RAISED_HINTS``, the verdict adds what it means for
     the exercise."""
+    late = f"your function did not return within {CALL_LIMIT_S:.0f} s: does it wait or loop?"
     try:
-        return within(attempt, function, *args, limit_s=CALL_LIMIT_S, interrupt=True, grace_s=1)
-    except Late:
-        raise AssertionError(
-            f"your function did not return within {CALL_LIMIT_S:.0f} s: does it wait or loop?"
-        ) from None
+        return in_time(attempt, function, *args, limit_s=CALL_LIMIT_S, late=late, grace_s=1)
     except Raised as raised:
         hint = next((h for words, h in RAISED_HINTS.items() if words in str(raised)), None)
         said = str(raised) if str(raised).endswith((".", "!", "?")) else f"{raised}."
