@@ -261,6 +261,11 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "" if isinstance(out, dict) else f" (it returned {type(out).__name__ if out is not None else 'None'})"
         )
         result = np.asarray(out["image"])
+        columns = ["image", "label"]
+        assert len(result) != len(columns), (
+            f"{len(result)} images came back of {len(images)}: `len(batch)` counts the batch's columns "
+            f"({', '.join(columns)}), not its images. A batch is a dict of columns: {ANY_BATCH_SIZE}"
+        )
         assert len(result) == len(images), (
             f"{len(result)} images came back of {len(images)}: return every image, the chosen ones mirrored and the "
             "others as they were (a filter such as `images[chosen]` drops the rest; a choice drawn for a fixed "
@@ -286,6 +291,10 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "some images are neither unchanged nor mirrored left to right: mirror an image whole, `image[:, ::-1]`"
         )
         share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / size
+        assert share not in (0, 1), (
+            f"{share:.0%} of the images were mirrored: every image of the batch got the same choice, as if one draw "
+            f"decided for the whole batch. Pick about half, at random: {ANY_BATCH_SIZE}"
+        )
         assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
         large = LARGE_BATCH  # more images than a length written in "for any batch" (1000, 1024) draws for
         tiny = rng.integers(0, 256, (large, 2, 3, 3), dtype=np.uint8)
@@ -296,7 +305,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         returned = len(out["image"]) if isinstance(out, dict) and "image" in out else None
         assert returned == large, (
             f"on a batch of {large} images, {returned} came back: a choice drawn for a fixed number of images, "
-            f"zipped with the batch, stops at that number, and Ray Data's batches can be larger. {ANY_BATCH_SIZE}"
+            f"zipped with the batch, stops at that number, and Ray Data's batches can be larger: {ANY_BATCH_SIZE}"
         )
         ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
         ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
