@@ -36,7 +36,7 @@ def check_freeze_backbone(freeze_backbone: Callable[[torch.nn.Module], Any]) -> 
         assert trains == head, f"the head is frozen too ({sorted(head - trains)}): leave `model.classifier` trainable"
         total = sum(p.numel() for p in model.parameters())
         kept = sum(p.numel() for name, p in model.named_parameters() if name in trains)
-        return f"only the head trains: {kept:,} of {total:,} parameters ({kept / total:.1%})"
+        return f"only the head trains: {kept:,} of {total:,} parameters ({kept / total:.2%})"
 
     return check("01.1", run)
 

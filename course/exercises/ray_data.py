@@ -280,7 +280,9 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         mirrored = [np.array_equal(a, b[:, ::-1]) for a, b in zip(result, images, strict=True)]
         upside_down = [np.array_equal(a, b[::-1]) for a, b in zip(result, images, strict=True)]
         assert not any(u and not s for u, s in zip(upside_down, same, strict=True)), (
-            "some images are upside down: images are (height, width, channels), mirror along the width axis"
+            "some images are upside down: images are (height, width, channels), mirror along the width axis. On the "
+            "whole batch, an (N, H, W, C) array, `[:, ::-1]` flips axis 1, the height: mirror each image, "
+            "`image[:, ::-1]`, or the batch along axis 2, `images[:, :, ::-1]`"
         )
         colours = [np.array_equal(a, b[..., ::-1]) for a, b in zip(result, images, strict=True)]
         assert not any(c and not s for c, s in zip(colours, same, strict=True)), (

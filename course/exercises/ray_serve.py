@@ -132,8 +132,9 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
                 _stop_serve(started)
         for value, answer in zip(values, answers, strict=True):
             assert isinstance(answer, tuple | list) and len(answer) == 3, (
-                f"a request for {value} got {answer!r}: answer each request with what `score` returned for its value "
-                "(call `self.score` with the whole batch)"
+                f"a request for {value} got {answer!r}: answer each request with what `score` returned for its value, "
+                "whole: `score` answers each value with a tuple (its score, the batch's size, a tag for the call), and "
+                "the check reads all three (call `self.score` with the whole batch)"
             )
             assert answer[0] == 2 * value + 1, (
                 f"the request for {value} got the answer for another value ({answer[0]}): return `score`'s answers "
@@ -207,6 +208,11 @@ def _failure(error: Exception) -> str:
             "a method with `@serve.batch` takes a list and must return a list of the same length, one answer per "
             f"request, in the order of the list (Serve said: {learner_error(error)}). Replica logs above, if any, say "
             "nothing more"
+        )
+    if "can't be used in 'await' expression" in text:
+        return (
+            f"a request failed in your deployment: {learner_error(error)}. Your method is `async`, but `score` is a "
+            "plain function: call it without `await`, `self.score(values)`"
         )
     return f"a request failed in your deployment: {learner_error(error)}"
 

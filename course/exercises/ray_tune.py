@@ -414,6 +414,14 @@ def _config_problem(chosen: Any, accuracy: Any) -> str | None:
     )
 
 
+def _is_number(value: Any, number: float) -> bool:
+    """Whether ``value`` is a plain number close to ``number`` (not an array, not something else)."""
+    try:
+        return getattr(value, "ndim", 0) == 0 and math.isclose(float(value), number)
+    except (TypeError, ValueError):
+        return False
+
+
 def _judge_best(found: Any, results: Any) -> str:
     assert isinstance(found, tuple | list) and len(found) == 2, (
         f"it returned {type(found).__name__}: return a pair, (the best trial's config, its best accuracy)"
@@ -424,6 +432,13 @@ def _judge_best(found: Any, results: Any) -> str:
     peaks = {name: max(a for a, _ in curve) for name, curve in CURVES.items()}
     picked = chosen["curve"]
     first = results[0].config.get("curve") if len(results) else None
+    last_started = results[len(results) - 1].config.get("curve") if len(results) else None
+    assert picked == BEST or not _is_number(accuracy, peaks[BEST]), (
+        f"the accuracy is the best trial's ({peaks[BEST]}), but the config is another trial's"
+        + (" (the last in the grid: a loop's variable after the loop has ended?)" if picked == last_started else "")
+        + ": keep the config of the trial that reached it, together with its accuracy, or ask the grid for that "
+        'trial: `results.get_best_result(metric="accuracy", mode="max", scope=...)`'
+    )
     assert picked == BEST or picked != first, (
         "you returned the first trial of the grid: a `ResultGrid` lists its trials in the order they started, not "
         'by accuracy. Ask it for the best one: `results.get_best_result(metric="accuracy", mode="max", scope=...)`'

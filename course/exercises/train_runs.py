@@ -151,7 +151,8 @@ def stopped_finding(stopped: list[dict], limit_s: float) -> str:
     if why["waited_for"]:
         other = why["waited_for"].split("/")[1]
         return (
-            f"worker {rank} called `ray.train.report` {calls} time(s), worker {other} fewer: `ray.train.report` "
+            f"worker {rank} called `ray.train.report` {calls} {'time' if calls == 1 else 'times'}, worker {other} "
+            "fewer: `ray.train.report` "
             f"waits until every worker has called it, so worker {rank} would have waited forever (the check "
             "stopped it: Ray's lines above about a worker that died or was killed are about that worker, not "
             "your memory). Every worker calls `ray.train.report`, as often as the others; only rank 0 attaches a "

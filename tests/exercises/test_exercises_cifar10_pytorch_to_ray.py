@@ -404,6 +404,8 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
     why = {"worker": "1/0", "calls": 1, "in_report": True, "waited_for": "1/1"}
     finding = train_runs.stopped_finding([why], 150)
     assert "Every worker calls `ray.train.report`" in finding and "only rank 0 attaches a checkpoint" in finding
+    assert "`ray.train.report` 1 time, worker 1 fewer" in finding  # not "1 time(s)" (the walk of c476c86)
+    assert "2 times" in train_runs.stopped_finding([why | {"calls": 2}], 150)
     late = train_runs.stopped_finding([why | {"waited_for": None}], 150)
     assert "after 150 s" in late and "in its call number 1" in late
 

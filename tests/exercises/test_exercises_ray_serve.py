@@ -11,7 +11,7 @@ The wrong answers a learner who half understands writes, each a case below:
     called on the whole batch once for each of its requests (right numbers, a batch's work done n times: before
     this case was found the check gave it a ✓);
   - the answers in another order; `score` bypassed by a formula of its own; one answer for the whole batch (not a
-    list: Serve refuses it); a method that never returns;
+    list: Serve refuses it); a method that never returns; `score` awaited (it is a plain function);
   - Serve not started (the notebook's last cell stopped it): a right answer is still accepted, the check starts
     Serve and stops it again.
 06.2 `scaling_options(resources)` (the options of the lesson's `Model`: it scales with the load on every cluster,
@@ -407,6 +407,16 @@ class Reversed:
 
 
 @serve.deployment(max_ongoing_requests=32)
+class AwaitsScore:  # the method is async, so `score` is awaited too (walk of c476c86): it is a plain function
+    def __init__(self, score):
+        self.score = score
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
+    async def __call__(self, values):
+        return await self.score(values)
+
+
+@serve.deployment(max_ongoing_requests=32)
 class OwnFormula:  # right numbers, but `score` bypassed
     def __init__(self, score):
         self.score = score
@@ -500,6 +510,7 @@ BATCHING_WRONG = {
     "whole batch scored per request": (WholeBatchPerRequest, ["once per batch"]),
     "answers reversed": (Reversed, ["the answer for another value"]),
     "a formula of its own": (OwnFormula, ["call `self.score`"]),
+    "score awaited": (AwaitsScore, ["can't be used in 'await' expression", "call it without `await`"]),
 }
 
 

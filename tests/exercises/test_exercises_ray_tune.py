@@ -26,7 +26,7 @@ The wrong answers a learner who half understands Tune writes, each refused below
 - ``max(results, key=lambda r: r.metrics["accuracy"])``, or the best row of ``get_dataframe()`` (last reports);
 - ``mode="min"`` for accuracy, ``metric="val_loss"`` (with either mode); ``get_best_result`` with no metric or no
   mode (the grid it is given names neither);
-- the grid's first trial (``results[0]``);
+- the grid's first trial (``results[0]``); the best accuracy with the last trial's config (a loop's variable);
 - the ``Result`` itself, its ``metrics`` (a report), or a row of ``get_dataframe()`` with its 'config/...' keys,
   instead of its ``config``; the pair as (accuracy, config);
 - the right trial with its last epoch's accuracy (``result.metrics``), or the whole accuracy column.
@@ -398,6 +398,22 @@ def test_best_trial_first_trial_of_the_grid(checked):
 
     found = checked(best_trial)
     assert found.state == checking.WRONG and "first trial of the grid" in found.message, found
+
+
+@pytest.mark.cluster
+def test_best_trial_best_accuracy_with_the_loop_variables_config(checked):
+    """The walk of c476c86: a loop keeps the best accuracy but returns the loop variable's config after the loop,
+    the last trial's (before, the verdict named whatever trial was last, the lowest loss here)."""
+
+    def best_trial(results):
+        best_accuracy = 0.0
+        for result in results:
+            best_accuracy = max(best_accuracy, float(result.metrics_dataframe["accuracy"].max()))
+        return result.config, best_accuracy
+
+    verdict = checked(best_trial)
+    expect(verdict, checking.WRONG, "the accuracy is the best trial's (0.91)", "the last in the grid", "together")
+    assert "validation loss" not in verdict.message
 
 
 @pytest.mark.cluster
