@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,10 +43,26 @@ def loopback_interface() -> str:
     return min(names, key=len) if names else "lo"
 
 
-def free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK_HOST, 0))
-        return probe.getsockname()[1]
+# Where the course picks a port for a server it starts later (Serve's proxy, torch's store): below the ranges an OS
+# hands out for outgoing connections (Linux 32768-60999, macOS and Windows 49152-65535) and above Ray's worker ports
+# (10002-19999). A port the OS picks (a bind to port 0) is in that range, where any connection Ray opens meanwhile
+# may take it: Serve's proxy once failed with "Failed to bind to address '127.0.0.1:40965'" (a fresh clone's test run).
+CHOSEN_PORTS = range(20000, 32768)
+
+
+def free_loopback_port(tries: int = 100) -> int:
+    """A port in :data:`CHOSEN_PORTS` that nothing holds on 127.0.0.1 now (free until someone binds it)."""
+    for port in random.SystemRandom().sample(CHOSEN_PORTS, tries):  # not the random module's state, which a seed fixes
+        with socket.socket() as probe:
+            try:
+                probe.bind((LOOPBACK_HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(
+        f"no free port on {LOOPBACK_HOST} in {tries} tries between {min(CHOSEN_PORTS)} and {max(CHOSEN_PORTS)}: "
+        "stop what holds them, or set COURSE_SERVE_PORT to a free port for Serve"
+    )
 
 
 def join_on_loopback(backend: str, world_rank: int, world_size: int, port: int, timeout_s: int) -> None:

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, problems, run_course
-from ports import SocketWatch, free_port
+from ports import SocketWatch
 
 from course import results
+from course.distributed import free_loopback_port
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "browser"
@@ -51,7 +52,7 @@ def lab():
     folder.mkdir(parents=True)
     for name in IN_THE_BROWSER:
         shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", folder)
-    port, token = free_port(), secrets.token_hex(16)
+    port, token = free_loopback_port(), secrets.token_hex(16)
     process = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", f"LAB_DIR={folder}"],
         cwd=ROOT,

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ports import free_port
 
+from course.distributed import free_loopback_port
 from course.lessons import LESSONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def test_storage_that_one_node_cannot_write_or_another_cannot_read_is_named() ->
 
 def test_an_address_where_nothing_listens_is_said_within_seconds() -> None:
     start = time.perf_counter()
-    problem = doctor.address_problem(f"127.0.0.1:{free_port()}")
+    problem = doctor.address_problem(f"127.0.0.1:{free_loopback_port()}")
     assert problem and problem.startswith("nothing answers at RAY_ADDRESS=127.0.0.1:")
     assert time.perf_counter() - start < doctor.CONNECT_TIMEOUT_S
     assert "not host:port" in doctor.address_problem("my-cluster")
@@ -92,7 +92,7 @@ def marks(output: str) -> dict[str, str]:
 
 
 def test_nowhere_is_a_clear_message_not_a_hang() -> None:
-    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{free_port()}"}
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{free_loopback_port()}"}
     start = time.perf_counter()
     result = run_doctor(env, timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr

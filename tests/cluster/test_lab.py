@@ -14,7 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import beyond_loopback, free_port, listeners
+from ports import beyond_loopback, listeners
+
+from course.distributed import free_loopback_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB_RAY_PORT = 6689  # the lab's own cluster, beside `make test`'s (6389) and the other tests' clusters
@@ -49,7 +51,7 @@ def listener_of(process: psutil.Process, port: int) -> psutil.Process | None:
 
 
 def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_stops_it() -> None:
-    port = free_port()
+    port = free_loopback_port()
     # as a learner types it: no cluster yet, and the learner's kind (not make test's isolated worker node)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "COURSE_RAY_ISOLATED_NODE")}
     env |= {"BROWSER": "true", "COURSE_RAY_PORT": str(LAB_RAY_PORT)}  # no browser to open here

@@ -464,15 +464,14 @@ class BatchedHelper:  # another right answer: the batched method is not __call__
 def test_the_batching_check_starts_serve_when_it_is_not_running(monkeypatch):
     """After Run All the notebook's last cell has stopped Serve: a right answer is still accepted. The check starts
     Serve as the lesson's cell does (on 127.0.0.1 only), and stops it again: its port stops listening."""
-    from ports import free_port
-
     from course import serving
     from course.cluster import init_ray
+    from course.distributed import free_loopback_port
 
     init_ray()
     if ray_serve._serve_is_running():
         serve.shutdown()
-    port = free_port()
+    port = free_loopback_port()
     monkeypatch.setattr(serving, "serve_port", lambda: port)
     expect(ray_serve.check_batching(Untouched), checking.NOT_DONE)  # starts nothing
     assert not ray_serve._serve_is_running()
@@ -484,14 +483,14 @@ def test_the_batching_check_starts_serve_when_it_is_not_running(monkeypatch):
 @pytest.fixture(scope="module")
 def serve_here():
     import ray
-    from ports import free_port
 
     from course.cluster import init_ray
+    from course.distributed import free_loopback_port
     from course.serving import PATIENT_CONTROLLER, serve_logging
 
     init_ray()
     serve.start(
-        http_options={"host": "127.0.0.1", "port": free_port()},
+        http_options={"host": "127.0.0.1", "port": free_loopback_port()},
         logging_config=serve_logging(),
         controller_options=PATIENT_CONTROLLER,
     )

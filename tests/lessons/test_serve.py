@@ -23,9 +23,10 @@ import nbformat
 import pytest
 import requests
 from executed import BROWSER_READY, CHROMIUM, EXECUTED, NOTEBOOKS, SERVE, problems, run
-from ports import free_port, listening_beyond_loopback
+from ports import listening_beyond_loopback
 
 from course import config, results, serving
+from course.distributed import free_loopback_port
 
 NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == SERVE)
 OUT = config.RESULTS_DIR / "serve"
@@ -120,7 +121,7 @@ def check_page(base_url: str) -> list[str]:
 def served(monkeypatch_module):
     """Notebook 06, run as `make run` runs it; its service checked from outside before its last cell stops it."""
     OUT.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = free_loopback_port()
     monkeypatch_module.setenv(config.SERVE_PORT_ENV, str(port))
     base_url = f"http://127.0.0.1:{port}"
     checked: dict[str, list[str] | None] = {"bad input": None, "page": None, "loopback": None}
@@ -197,7 +198,7 @@ def test_a_run_that_fails_half_way_leaves_nothing_running(tmp_path, monkeypatch)
     assert sum(cell.cell_type == "code" and "serve.start(" in cell.source for cell in notebook.cells) == 1
     half = tmp_path / "06_half_way.ipynb"
     nbformat.write(notebook, half)
-    port = free_port()
+    port = free_loopback_port()
     monkeypatch.setenv(config.SERVE_PORT_ENV, str(port))
     outcome = run(half, tmp_path / "executed")
     assert "stopped half way, on purpose" in outcome.status, outcome.status

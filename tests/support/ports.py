@@ -1,16 +1,7 @@
-"""Ports for tests that start a server or point a client at nothing: free ones, on loopback."""
+"""Who listens where: the listening sockets of the course's processes, and those beyond loopback. (A free port for
+a test's server is the course's own, ``course.distributed.free_loopback_port``.)"""
 
 from __future__ import annotations
-
-import socket
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (the OS picks it; free until someone binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 

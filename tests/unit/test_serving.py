@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 from test_internals import ray_train_snapshot
 
-from course import config, internals, serving
+from course import config, distributed, internals, serving
 from course.serving import BadImage, read_image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_watching_replicas_is_bounded_and_keeps_one_row_per_change():
 def test_the_serve_port_is_free_on_loopback_unless_set(monkeypatch):
     monkeypatch.delenv(config.SERVE_PORT_ENV, raising=False)
     port = serving.serve_port()
-    assert 1024 < port < 65536 and not serving.is_listening(port)
+    assert port in distributed.CHOSEN_PORTS and not serving.is_listening(port)
     monkeypatch.setenv(config.SERVE_PORT_ENV, "18123")
     assert serving.serve_port() == 18123
 
@@ -203,3 +203,24 @@ def test_the_stand_in_is_fine_tuned_as_notebook_03_fine_tunes(tmp_path, monkeypa
     images = len(serving.labelled_images(config.get_sources("standin"), "train"))
     assert asked == {"epochs": -(-60 * 16 // images), "batch_size": 16, "lr": 3e-4, "progress": False}
     assert (tmp_path / "checkpoint" / "config.json").exists() and seconds > 0
+
+
+def test_a_free_port_is_one_no_connection_takes_by_itself_and_a_held_one_is_passed_over(monkeypatch):
+    """The OS gives a connection's own port from its ephemeral range (Linux 32768-60999): a free port picked there
+    can be taken before the server binds it (Serve's proxy failed so on a fresh clone). The course picks below it."""
+    import random
+    import socket
+
+    linux = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low, high = (int(n) for n in linux.read_text().split()) if linux.exists() else (49152, 65535)  # macOS's
+    assert not set(distributed.CHOSEN_PORTS) & set(range(low, high + 1)), "the chosen ports overlap the OS's own"
+    ports = {distributed.free_loopback_port() for _ in range(20)}
+    assert ports <= set(distributed.CHOSEN_PORTS) and len(ports) > 1
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        taken = held.getsockname()[1]
+        monkeypatch.setattr(distributed, "CHOSEN_PORTS", [taken, taken + 1])
+        monkeypatch.setattr(random.SystemRandom, "sample", lambda self, ports, k: list(ports))
+        assert distributed.free_loopback_port(tries=2) == taken + 1
+        monkeypatch.setattr(distributed, "CHOSEN_PORTS", [taken])
+        with pytest.raises(RuntimeError, match="no free port on 127.0.0.1 in 1 tries"):
+            distributed.free_loopback_port(tries=1)
