@@ -31,6 +31,7 @@ from ray.train.backend import Backend
 from ray.train.torch import TorchConfig
 from ray.train.xgboost import XGBoostConfig
 
+from course import config
 from course.cluster import is_on_this_machine
 from course.internals import TorchBackend, set_torch_distributed_env_vars
 
@@ -61,7 +62,7 @@ def free_loopback_port(tries: int = 100) -> int:
             return port
     raise RuntimeError(
         f"no free port on {LOOPBACK_HOST} in {tries} tries between {min(CHOSEN_PORTS)} and {max(CHOSEN_PORTS)}: "
-        "stop what holds them, or set COURSE_SERVE_PORT to a free port for Serve"
+        f"stop what holds them, or set {config.SERVE_PORT_ENV} to a free port for Serve"
     )
 
 

@@ -250,8 +250,10 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         rng = np.random.default_rng(0)
         size = MIRROR_BATCH
         images = rng.integers(0, 256, (size, 8, 10, 3), dtype=np.uint8)
+        batch = {"image": images.copy(), "label": np.arange(size)}
+        columns = list(batch)  # before the learner's function may change the batch
         try:
-            out = attempt(mirror_half, {"image": images.copy(), "label": np.arange(size)})
+            out = attempt(mirror_half, batch)
         except Raised as error:
             about_lengths = any(word in str(error) for word in ("zip()", "shape", "broadcast", "index"))
             raise AssertionError(
@@ -261,7 +263,6 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "" if isinstance(out, dict) else f" (it returned {type(out).__name__ if out is not None else 'None'})"
         )
         result = np.asarray(out["image"])
-        columns = ["image", "label"]
         assert len(result) != len(columns), (
             f"{len(result)} images came back of {len(images)}: `len(batch)` counts the batch's columns "
             f"({', '.join(columns)}), not its images. A batch is a dict of columns: {ANY_BATCH_SIZE}"
