@@ -381,7 +381,12 @@ def made_up_results() -> Any:
         tune.with_resources(made_up_trial, {"cpu": 1}),
         param_space={"curve": tune.grid_search(list(CURVES)), "lr": tune.loguniform(1e-4, 1e-2)},
         tune_config=tune.TuneConfig(time_budget_s=EXPERIMENT_LIMIT_S),
-        run_config=tune.RunConfig(name=run_name("exercise-07.2"), storage_path=storage_path(), verbose=0),
+        run_config=tune.RunConfig(
+            name=run_name("exercise-07.2"),
+            storage_path=storage_path(),
+            verbose=0,
+            progress_reporter=tune.CLIReporter(),  # in the learner's notebook: clears none of the cell's output
+        ),
     )
     return tuner.fit()
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from executed import NOTEBOOKS, ROOT, exercise_checks, run
+from executed import NOTEBOOKS, ROOT, empty_displays, exercise_checks, run
 
 from course import config
 from course.exercises import checking
@@ -36,3 +37,5 @@ def test_the_solutions_pass_every_check(path: Path):
     assert len(verdicts) == len(exercise_checks(path)), verdicts
     wrong = {k: v["message"] for k, v in verdicts.items() if v["state"] != checking.DONE}
     assert not wrong, wrong
+    # a check that runs an experiment of its own (07.2) leaves the learner's cell as it was, with no empty box
+    assert not empty_displays(json.loads((EXECUTED / path.name).read_text()))

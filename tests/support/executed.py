@@ -184,7 +184,27 @@ def problems(path: Path, folder: Path = EXECUTED) -> list[str]:
         found.append(f"lines printed twice in a row: {repeats(lines)[:5]}")
     if warnings(lines):
         found.append(f"warnings in the output: {warnings(lines)[:5]}")
-    return found + stderr_problems(json.loads((folder / path.name).read_text()))
+    notebook = json.loads((folder / path.name).read_text())
+    return found + stderr_problems(notebook) + empty_displays(notebook)
+
+
+def empty_displays(notebook: dict) -> list[str]:
+    """The rich outputs of a notebook (as JSON) that show nothing: an empty HTML block, say. A library that draws in
+    place leaves one; Ray Tune's notebook reporter, at ``verbose=0``, also clears what the cell printed before its
+    experiment started (``clear_output``), and the learner sees an empty box instead (notebook 07 passes
+    ``progress_reporter=tune.CLIReporter()``, which at ``verbose=0`` draws nothing and clears nothing)."""
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        for output in cell.get("outputs", []):
+            shown = {kind: data for kind, data in output.get("data", {}).items() if kind != "text/plain"}
+            if output["output_type"] in ("display_data", "execute_result") and shown:
+                if not any("".join(data) if isinstance(data, list) else data for data in shown.values()):
+                    found.append(
+                        f"cell {index} shows an empty {'/'.join(shown)} output, and anything printed before it in "
+                        "the cell may have been cleared (a Tune experiment at verbose=0 without "
+                        "progress_reporter=tune.CLIReporter()?)"
+                    )
+    return found
 
 
 def stderr_problems(notebook: dict) -> list[str]:

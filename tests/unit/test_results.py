@@ -93,6 +93,25 @@ def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_e
     assert stderr_problems(a_notebook("each prints the rank it got ... got rank 0", xgboost)) == []
 
 
+def test_an_empty_display_is_a_finding_and_a_full_one_or_a_widget_is_not():
+    """Ray Tune's notebook reporter at verbose=0 clears the cell's earlier output and leaves an empty HTML block: what
+    a Tune cell of notebook 07 showed before it passed ``progress_reporter=tune.CLIReporter()``."""
+    from executed import empty_displays
+
+    def with_display(data: dict) -> dict:
+        notebook = a_notebook("# Tune")
+        notebook["cells"][1]["outputs"].append({"output_type": "display_data", "metadata": {}, "data": data})
+        return notebook
+
+    tune_reporter = {"text/plain": "<IPython.core.display.HTML object>", "text/html": ""}
+    found = empty_displays(with_display(tune_reporter))
+    assert len(found) == 1 and "cell 1 shows an empty text/html output" in found[0] and "CLIReporter" in found[0]
+    assert empty_displays(with_display({"text/plain": "", "text/html": ["<table>", "</table>"]})) == []
+    widget = {"text/plain": "", "application/vnd.jupyter.widget-view+json": {"model_id": "a1", "version_major": 2}}
+    assert empty_displays(with_display(widget)) == []
+    assert empty_displays(with_display({"text/plain": "12"})) == [], "plain text is the stream checks' business"
+
+
 def test_with_the_real_sources_the_real_floor_holds_and_report_prints_it_instead(tmp_path, capsys, monkeypatch):
     real = Lesson(**{**vars(TOY), "real_floor": 0.6})
     monkeypatch.setenv("COURSE_SOURCES", "real")
