@@ -38,6 +38,10 @@ write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_
 Node, RayParams                    Ray 2.60.0    ``ray._private.node.Node(ray_params, head, shutdown_at_exit,
   scripts/cluster_node.py                        spawn_reaper)`` and ``ray._private.parameter.RayParams``; they stay
                                                  in that script: it runs on a node where the course is not installed
+DeferSigint                        Ray 2.60.0    ``ray._private.utils.DeferSigint``: a cancelled task's SIGINT that
+  worker_setup                                   comes while its arguments are read is held, then passed to the
+                                                 handler found before, called: it must be callable
+                                                 (:func:`interrupt_on_sigint`)
 =================================  ============  ==================================================================
 
 This module imports no library at its top: every Ray worker imports it (``worker_setup``), and the names of
@@ -84,6 +88,21 @@ def keep_ray_on_loopback() -> None:
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # read when Ray resolves this node's address
+
+
+def interrupt_on_sigint() -> None:
+    """In this process (its main thread), SIGINT raises KeyboardInterrupt, Python's default, where it was ignored.
+
+    Ray cancels a running task by sending its worker SIGINT (Ray Data does, for the reads a finished pipeline no longer
+    needs). A process started from a shell that ignores SIGINT (a background job: `make test &`, a step under nohup)
+    inherits ``SIG_IGN``, and Ray's workers keep it. A cancel that then arrives while the task's arguments are read
+    (``DeferSigint``) ends in "TypeError: 'Handlers' object is not callable", which the driver prints on stderr as an
+    unhandled error (seen in notebooks 03 and 05, a fresh clone of 6700da9)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and not callable(signal.getsignal(signal.SIGINT)):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def rewrite_grpc_server_addresses(rewrite: Callable[[str], str]) -> None:

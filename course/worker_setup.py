@@ -9,6 +9,8 @@
   starts a gRPC server for calls between deployments on ``[::]:0`` (every interface), with no setting for the address;
   :func:`keep_servers_on_loopback` binds such servers to 127.0.0.1. tests/lessons/test_serve.py lists the listening
   sockets while notebook 06 serves; tests/unit/test_worker_setup.py tells when a Ray release no longer needs this.
+* **A cancelled task stops cleanly**: SIGINT raises KeyboardInterrupt where the worker inherited it ignored
+  (``internals.interrupt_on_sigint``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def keep_servers_on_loopback() -> None:
 
 
 def setup_worker() -> None:
-    """The start of every worker process of the course's jobs: Ray Train's log level, and loopback on this machine."""
+    """The start of every worker process of the course's jobs: Ray Train's log level, SIGINT as Ray's task cancel
+    expects it, and loopback on this machine."""
+    internals.interrupt_on_sigint()
     level = settings.read(TRAIN_LOG_LEVEL_ENV)
     if level:
         logging.getLogger("ray.train").setLevel(level)

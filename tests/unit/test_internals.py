@@ -313,3 +313,42 @@ def test_ashas_arguments_are_kept_where_the_search_check_reads_them():
     kept = (scheduler._metric, scheduler._mode, scheduler._time_attr, scheduler._reduction_factor)
     assert kept == ("accuracy", "max", "epoch", 2), review(entry)
     assert len(scheduler._brackets) == 1 and scheduler._stop_last_trials is False, review(entry)
+
+
+DEFERRED_CANCEL = """
+import os, signal
+from ray._private.utils import DeferSigint
+from course import internals
+if {fix}:
+    internals.interrupt_on_sigint()
+print(repr(signal.getsignal(signal.SIGINT)))
+try:
+    with DeferSigint():  # as Ray reads a task's arguments: a cancel's SIGINT is held, then passed on
+        os.kill(os.getpid(), signal.SIGINT)
+except BaseException as error:
+    print(type(error).__name__, error)
+"""
+
+
+@pytest.mark.parametrize("fix", [False, True], ids=["as inherited", "interrupt_on_sigint"])
+def test_a_cancel_held_by_defer_sigint_needs_a_callable_sigint_handler(fix: bool):
+    """A worker that inherited SIGINT ignored (a background job) cannot be cancelled cleanly: Ray's DeferSigint calls
+    the handler it found, ``SIG_IGN``. Once Ray calls only a callable one, the first case fails: review the entry."""
+    import signal
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-c", DEFERRED_CANCEL.format(fix=fix)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `command &` starts it
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    handler, outcome = ran.stdout.splitlines()[-2:]
+    if fix:
+        assert "default_int_handler" in handler and outcome.startswith("KeyboardInterrupt"), ran.stdout
+    else:
+        assert handler == "<Handlers.SIG_IGN: 1>", ran.stdout
+        assert outcome == "TypeError 'Handlers' object is not callable", review("DeferSigint")
