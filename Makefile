@@ -46,7 +46,8 @@ $(foreach quiet,$(if $(SETTINGS_PYTHON),$(shell '$(SETTINGS_PYTHON)' -S course/s
 endif
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run solutions test check doctor bench lab latest lint lock clean sources minimal-linux
+.PHONY: help setup hooks data run smoke solutions test check doctor bench lab latest lint lock clean sources \
+  minimal-linux rehearse gpu-check
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -92,6 +93,12 @@ data: setup ## build the offline stand-in data and model in data/ (about a minut
 run: data ## run the whole course on a local 2-node Ray cluster; print times and accuracies
 	$(CLUSTER) $(BIN)/python scripts/run_course.py
 
+# The smoke size (COURSE_SMOKE=1: every code path, at its smallest) through nbmake, as a user's own CI would run it; the
+# headlines and verdicts go to results/smoke/, not beside `make run`'s. pytest's durations table gives each notebook's time.
+smoke: data ## every notebook at the smoke size through nbmake on the local 2-node cluster, in minutes; each one's time
+	COURSE_SMOKE=1 COURSE_RESULTS_DIR=$(CURDIR)/results/smoke $(CLUSTER) $(BIN)/pytest -p no:cacheprovider -o addopts= \
+	  -q -ra --durations=0 --durations-min=1 --nbmake --nbmake-timeout=600 notebooks/
+
 solutions: data ## run the exercises' solutions (solutions/) on the local cluster: every check must pass
 	$(CLUSTER) $(BIN)/python scripts/run_course.py solutions/*.ipynb --executed results/executed-solutions
 
@@ -100,8 +107,13 @@ test: data ## everything: lint, format, unit tests, a cluster whose worker node 
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests
-	@# The real-sources rehearsal (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts one: the peak
-	@# memory it prints is a learner's, not what the tests above left in their cluster. 5: MARK selected none of it.
+	@# The real sources at the smoke size (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts one: every
+	@# notebook through the Hub's and S3's clients, in minutes (`make rehearse`: at the course size). 5: MARK selected none.
+	COURSE_SMOKE=1 $(MAKE) --no-print-directory rehearse $(if $(MARK),MARK="$(MARK)")
+
+# The real-sources rehearsal: every notebook with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1,
+# at the course size unless COURSE_SMOKE=1 (make test), on a cluster of its own: the peak memory it prints is a learner's.
+rehearse: data ## every notebook on the real sources' stand-ins, at the course size: each one's time, peak memory, disk
 	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") \
 	  --nbmake --overwrite --nbmake-timeout=900 results/executed-real || [ $$? = 5 ]
 

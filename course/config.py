@@ -8,7 +8,8 @@ Two settings, independent of each other:
   budget), CIFAR-10 and imagenette on S3 (network needed). Both go through the same code;
   ``COURSE_MODEL`` names another pretrained model than the sources' own.
 * ``COURSE_BUDGET`` picks how much work the notebooks do. ``cpu`` (a laptop) or ``gpu`` (a GPU
-  cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs.
+  cluster); unset, it follows the hardware: ``gpu`` when the cluster reports GPUs. ``COURSE_SMOKE=1`` takes either
+  down to the smoke size (:data:`SMOKE_KNOBS`): the same code paths, at their smallest, in minutes.
 
 Every ``COURSE_*`` variable is declared in :mod:`course.settings` (meaning, default, allowed values) and read through
 it, checked: the names below are its names. The budgets check their own rules when they are made.
@@ -24,7 +25,6 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from course import settings
-from course.lessons import lesson_named
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
@@ -51,6 +51,8 @@ REAL_BEANS = "AI-Lab-Makerere/beans"  # the Hub's beans, under its owner's name 
 # no AWS settings; Ray Data looks the region up itself. Another bucket's region is looked up (pyarrow.fs.from_uri).
 PUBLIC_BUCKET_REGIONS = {"air-example-data-2": "us-west-2", "ray-example-data": "us-west-2"}
 BUDGET_ENV = "COURSE_BUDGET"
+SMOKE_ENV = "COURSE_SMOKE"
+SIZES = ("course", "smoke")  # Budget.size: the lessons' own size, or the smoke size (COURSE_SMOKE=1)
 VERBOSE_ENV = "COURSE_VERBOSE"
 ANONYMOUS_S3 = "s3://anonymous@"  # public buckets: no credentials
 BUILD_COMMAND = "make data"
@@ -242,6 +244,7 @@ class Budget(Checked):
     """
 
     kind: str
+    size: str  # "course", or "smoke" (COURSE_SMOKE=1: every section at SMOKE_KNOBS, the same code paths)
     max_workers: int  # Ray Train workers (one per GPU on a GPU cluster, up to this many)
     max_actors: int  # actors of a batch-inference or featurizing pool
     eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
@@ -256,6 +259,7 @@ class Budget(Checked):
     def rules(self) -> list[tuple[str, bool, str]]:
         kinds = settings.declared(BUDGET_ENV).choices
         found = [("kind", self.kind in kinds, f"must be one of {list(kinds)}")]
+        found += [("size", self.size in SIZES, f"must be one of {list(SIZES)}")]
         return found + [
             (name, isinstance(getattr(self, name), kind), f"must be a {kind.__name__}")
             for name, kind in SECTIONS.items()
@@ -268,7 +272,8 @@ class Budget(Checked):
 
     def shared(self) -> dict:
         """The fields every lesson shares (not a section)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SECTIONS and f.name != "kind"}
+        own = [f.name for f in fields(self) if f.name not in SECTIONS and f.name not in ("kind", "size")]
+        return {name: getattr(self, name) for name in own}
 
 
 def _standin_sources(data_dir: Path, budget: str) -> Sources:
@@ -300,6 +305,7 @@ assert set(_SOURCES) == set(settings.declared(SOURCES_ENV).choices), "course/set
 
 _CPU = Budget(
     kind="cpu",
+    size="course",
     max_workers=2,
     max_actors=2,
     eval_batch_size=64,
@@ -394,6 +400,30 @@ _BUDGETS = {
 assert set(_BUDGETS) == set(REAL_KNOBS) == set(settings.declared(BUDGET_ENV).choices), (
     "course/settings.py declares the same budgets"
 )
+# The smoke size (COURSE_SMOKE=1), over either budget and either sources: every notebook runs top to bottom through
+# each code path its course size takes (its devices and precision, Ray Train's checkpoints and reports, 02b's restart
+# and resume, Ray Data's actor pools, Serve's deployments, autoscaling and load test, Tune's ASHA and restore), at the
+# smallest sizes that still take them: a smoke test of the whole course in minutes. Its headlines are printed beside
+# their floors, not held to them (course.results). "shared" holds the fields every lesson shares; every section has an
+# entry, a new lesson's too (tests/unit/test_config.py says which is missing).
+SMOKE_KNOBS: dict[str, dict] = {
+    "shared": dict(eval_batch_size=16),
+    "core": dict(tasks=4, task_seconds=0.2, array_mb=4),  # 4 tasks: still more than the 2 CPUs of the worker node
+    # 02b's worker dies at step 20, 4 steps after its 2nd checkpoint (at 2 steps' distance the checkpoint was not yet
+    # registered when the worker died, and the run resumed from the 1st), and the run resumes from step 16 to 24
+    "beans": dict(train_steps=24, batch_size=8, eval_steps=8),
+    "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
+    "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
+    "playbook": dict(rows=400, epochs=1, xgboost_rounds=5, tensorflow_epochs=5),
+    # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
+    # fewer of them; at most 2 replicas: autoscaling still adds one
+    "serve": dict(load_requests=32),
+    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 3 trials over Ray Train, the third interrupted
+    # and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)
+    "tune": dict(
+        train_size=128, valid_size=64, test_size=128, samples=2, epochs=2, train_epochs=2, batch_sizes=(16, 32)
+    ),
+}
 
 
 def sources_kind(kind: str | None = None) -> str:
@@ -439,35 +469,30 @@ def verbose() -> bool:
     return settings.flag(VERBOSE_ENV)
 
 
-def get_budget(gpus: float = 0, kind: str | None = None, sources: str | None = None) -> Budget:
+def smoke(value: bool | None = None) -> bool:
+    """The smoke size: the argument, else ``$COURSE_SMOKE`` (off by default)."""
+    return settings.flag(SMOKE_ENV) if value is None else value
+
+
+def get_budget(
+    gpus: float = 0, kind: str | None = None, sources: str | None = None, smoke_size: bool | None = None
+) -> Budget:
     """The budget for a cluster with ``gpus`` GPUs (see :func:`budget_kind`), for ``sources`` (see
     :func:`sources_kind`): with the real sources, its fine-tunes take the real model's steps and learning rates
-    (:data:`REAL_KNOBS`)."""
+    (:data:`REAL_KNOBS`). At the smoke size (``smoke_size``, else ``$COURSE_SMOKE``), every section then takes
+    :data:`SMOKE_KNOBS`."""
     budget = _BUDGETS[budget_kind(gpus, kind)]
     if sources_kind(sources) == "real":
-        changes = REAL_KNOBS[budget.kind].items()
-        return replace(budget, **{name: replace(getattr(budget, name), **knobs) for name, knobs in changes})
+        budget = _with(budget, REAL_KNOBS[budget.kind])
+    if smoke(smoke_size):
+        budget = replace(_with(budget, SMOKE_KNOBS), size="smoke")
     return budget
 
 
-def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
-    """What a notebook runs with: its sources, its budget section and the shared knobs, the plan (all without
-    ``lesson``). ``lesson`` is the notebook's name (``"03_ray_data"``); its record says which sources and section."""
-    record = lesson_named(lesson) if lesson else None
-    shown_sources = {
-        k: v for k, v in asdict(sources).items() if k != "kind" and (record is None or k in record.sources)
-    }
-    sections = [record.budget, *record.reads] if record else list(SECTIONS)
-    shared = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
-    lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
-    lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs)"]
-    lines += ["  " + ", ".join(f"{k}={v}" for k, v in shared.items())] if shared else []
-    for section in sections:  # budget.<section>.<knob>, as the notebook reads it
-        knobs = ", ".join(f"{k}={v}" for k, v in asdict(getattr(budget, section)).items())
-        lines += [f"  {section}: {knobs}"]
-    if plan is not None:
-        lines += [f"plan: {plan}"]
-    return "\n".join(lines)
+def _with(budget: Budget, knobs: dict[str, dict]) -> Budget:
+    """``budget`` with ``knobs``: for each section named, its fields changed (``"shared"``: the budget's own)."""
+    sections = {name: replace(getattr(budget, name), **changes) for name, changes in knobs.items() if name in SECTIONS}
+    return replace(budget, **knobs.get("shared", {}), **sections)
 
 
 def is_local(uri: str) -> bool:

@@ -1,6 +1,6 @@
 """The lessons, one record each: everything the course's tools know about a lesson, in one place.
 
-``make run``'s table, ``make doctor``'s plan, ``make bench``, the notebooks' first cells (``config.describe``), their
+``make run``'s table, ``make doctor``'s plan, ``make bench``, the notebooks' first cells (:func:`describe`), their
 headline (``results.record``) and the tests all read :data:`LESSONS`. Adding a lesson is a notebook, its solutions,
 its exercise checks and one record here (docs/development.md, "Add a lesson"); a notebook without a record, or a
 record without a notebook, fails ``tests/unit/test_lessons.py`` with what to add.
@@ -9,8 +9,10 @@ record without a notebook, fails ``tests/unit/test_lessons.py`` with what to add
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from course.config import BUDGET_ENV, SECTIONS, SMOKE_ENV, SOURCES_ENV, Budget, Sources
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def _fit(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train
     """A fine-tune of the pretrained model on each GPU, sized by the budget's ``section`` (beans: 01, 02, 02b; dogs:
     03); ``where`` is "Ray Train" (the budget as the notebook grows it on GPUs: ``resources.per_gpu_batches``) or
     "one process" (01: the budget's own batch and steps, on its one GPU)."""
-    from course.resources import per_gpu_batches  # resources reads config, which reads this module
+    from course.resources import per_gpu_batches  # here, not above: resources imports torch and Ray
 
     if where == "one process":
         knobs, workers = getattr(budget, section), 1
@@ -342,6 +344,29 @@ def lesson_named(notebook: str) -> Lesson:
         f"no lesson named {name!r} in course/lessons.py: add a Lesson(notebook={name!r}, ...) record there "
         f"(known: {', '.join(lesson.notebook for lesson in LESSONS)})"
     )
+
+
+def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:
+    """What a notebook runs with (its first cell prints it): its sources, its budget section and the shared knobs,
+    the plan (all without ``lesson``). ``lesson`` is the notebook's name (``"03_ray_data"``); its record says which
+    sources and section."""
+    record = lesson_named(lesson) if lesson else None
+    shown_sources = {
+        k: v for k, v in asdict(sources).items() if k != "kind" and (record is None or k in record.sources)
+    }
+    sections = [record.budget, *record.reads] if record else list(SECTIONS)
+    shared = {k: v for k, v in budget.shared().items() if record is None or k in record.shared}
+    lines = [f"sources: {sources.kind} ({SOURCES_ENV})"] + [f"  {k:<18} {v}" for k, v in shown_sources.items()]
+    smoke = budget.size == "smoke"
+    size = f", at the smoke size ({SMOKE_ENV}=1: headlines are not held to their floors)" if smoke else ""
+    lines += [f"budget: {budget.kind} ({BUDGET_ENV}; unset: gpu when there are GPUs){size}"]
+    lines += ["  " + ", ".join(f"{k}={v}" for k, v in shared.items())] if shared else []
+    for section in sections:  # budget.<section>.<knob>, as the notebook reads it
+        knobs = ", ".join(f"{k}={v}" for k, v in asdict(getattr(budget, section)).items())
+        lines += [f"  {section}: {knobs}"]
+    if plan is not None:
+        lines += [f"plan: {plan}"]
+    return "\n".join(lines)
 
 
 # --- each lesson's GPU memory and time, estimated from the budget and the models' sizes ------------------------------

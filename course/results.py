@@ -3,7 +3,8 @@
 Each notebook records one *headline*: the figure its record names (``beans val accuracy``, in
 course.lessons), and any other figures worth keeping. Recording checks the record's floor for the sources in
 use (``floor``, or ``real_floor`` with ``COURSE_SOURCES=real``): a figure below it is an error that says so, never a
-quiet row in a table. ``COURSE_FLOORS=report`` prints the floor instead (a rehearsal whose weights are random).
+quiet row in a table. ``COURSE_FLOORS=report`` prints the floor instead (a rehearsal whose weights are random), and
+so does the smoke size (``COURSE_SMOKE=1``: too few steps to learn, every code path still taken).
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from course.config import FLOORS_ENV, RESULTS_DIR, floors, sources_kind
+from course.config import FLOORS_ENV, RESULTS_DIR, SMOKE_ENV, floors, smoke, sources_kind
 from course.lessons import Lesson, lesson_named
 
 
 class BelowFloor(AssertionError):
     """A notebook's headline figure did not reach its floor: the model did not learn enough."""
+
+
+def held_to_floors() -> bool:
+    """Whether headlines must reach their floors: yes, unless ``COURSE_FLOORS=report`` or the smoke size."""
+    return floors() == "enforce" and not smoke()
+
+
+def not_held() -> str:
+    """Why a floor is not held, in words: the setting that says so."""
+    return f"{SMOKE_ENV}=1, the smoke size" if smoke() else f"{FLOORS_ENV}=report"
 
 
 def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
@@ -41,7 +52,7 @@ def record(
     kind = sources_kind()
     headline, floor = lesson.headline, lesson.floor_for(kind)
     value = float(value)
-    enforced = floors() == "enforce"
+    enforced = held_to_floors()
     if enforced and not value >= floor:  # also catches NaN
         raise BelowFloor(f"{headline} is {value:.3f}, below its floor of {floor}: the model did not learn enough")
     path = metrics_path(notebook, results_dir)
@@ -56,19 +67,26 @@ def record(
     if enforced:
         print(f"{headline}: {value:.3f} ≥ {floor} ✓")
     else:
-        print(
-            f"{headline}: {value:.3f} (its floor with the {kind} sources, {floor}, not enforced: {FLOORS_ENV}=report)"
-        )
+        print(f"{headline}: {value:.3f} (its floor with the {kind} sources, {floor}, not enforced: {not_held()})")
 
 
 def require_floor(notebook: str, value: float, what: str, lesson: Lesson | None = None) -> None:
     """A check on the way to the headline: ``value`` (``what``, such as "validation accuracy") must reach the floor
     of ``notebook``'s record for the sources in use; with ``COURSE_FLOORS=report`` it is printed instead."""
     floor, value = (lesson or lesson_named(notebook)).floor_for(sources_kind()), float(value)
-    if floors() == "report":
-        print(f"{what}: {value:.3f} (floor {floor} not enforced: {FLOORS_ENV}=report)")
+    if not held_to_floors():
+        print(f"{what}: {value:.3f} (floor {floor} not enforced: {not_held()})")
     elif not value >= floor:  # also catches NaN
         raise BelowFloor(f"{what} is {value:.3f}, below the floor of {floor}: the model did not learn enough")
+
+
+def require(holds: bool, claim: str) -> None:
+    """A claim about what the model learned, on the way to the headline (the search did not lose to a fixed choice):
+    an error when it fails, unless floors are not held (:func:`held_to_floors`); then it is printed either way."""
+    if not held_to_floors():
+        print(f"{'holds' if holds else 'does not hold'}: {claim} (not enforced: {not_held()})")
+    elif not holds:
+        raise BelowFloor(f"does not hold: {claim}")
 
 
 def read(notebook: str, results_dir: Path | None = None) -> dict:

@@ -188,6 +188,15 @@ SETTINGS = (
         default="enforce",
         choices=("enforce", "report"),
     ),
+    Setting(
+        "COURSE_SMOKE",
+        "run every notebook at the smoke size: each code path of the course size (devices, checkpoints, restarts, "
+        "actor pools, deployments, trials) at its smallest, in minutes; headlines are printed beside their floors, "
+        "not held to them",
+        "flag",
+        "0",
+        example="1",
+    ),
     # The local Ray cluster (scripts/with-ray-cluster.sh).
     Setting("COURSE_RAY_PORT", "the local cluster's port on 127.0.0.1 (it takes the next one too)", "port", "6389"),
     Setting("COURSE_RAY_CPUS_PER_NODE", "logical CPUs of each node of the local cluster", "integer", "4", minimum=1),

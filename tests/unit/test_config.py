@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from course import config
+from course import config, lessons
 
 
 def test_standin_is_the_default(monkeypatch):
@@ -51,7 +51,7 @@ def test_sources_and_budget_are_chosen_independently(monkeypatch, sources_kind, 
     for gpus in (0, 4):  # the setting wins over the hardware
         budget = config.get_budget(gpus)
         assert (sources.kind, budget.kind) == (sources_kind, budget_kind)
-    text = config.describe(sources, budget, "a plan", lesson="04_cifar10_pytorch_to_ray")
+    text = lessons.describe(sources, budget, "a plan", lesson="04_cifar10_pytorch_to_ray")
     assert f"sources: {sources_kind}" in text and f"budget: {budget_kind}" in text and "plan: a plan" in text
     assert f"\n  cifar: architecture={budget.cifar.architecture}," in text and "beans:" not in text
 
@@ -106,7 +106,7 @@ def test_notebook_07s_interrupted_search_has_a_trial_to_interrupt_and_the_cpu_bu
 
 def test_describe_without_a_lesson_shows_every_source_and_knob(monkeypatch):
     monkeypatch.delenv(config.MODEL_ENV, raising=False)
-    text = config.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
+    text = lessons.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
     assert "sources: standin" in text and config.STANDIN_VIT in text
     budget = config.get_budget(kind="cpu")
     assert all(f" {name}=" in text or f"  {name}=" in text for name in budget.shared())
@@ -292,3 +292,69 @@ def test_the_budgets_architectures_are_the_vits():
     from helpers import vit
 
     assert set(config.ARCHITECTURES) == set(vit.ARCHITECTURES)
+
+
+# --- the smoke size (COURSE_SMOKE=1) ---------------------------------------------------------------------------------
+
+
+def test_every_section_has_smoke_knobs_and_each_names_fields_it_has():
+    """A new lesson's section gets its smoke knobs here, or `make smoke` would run it at the course size."""
+    assert set(config.SMOKE_KNOBS) == {"shared", *config.SECTIONS}, "add the missing section to config.SMOKE_KNOBS"
+    budget = config.get_budget(kind="cpu", smoke_size=False)
+    for section, knobs in config.SMOKE_KNOBS.items():
+        names = set(budget.shared()) if section == "shared" else {f.name for f in fields(getattr(budget, section))}
+        assert set(knobs) <= names, f"SMOKE_KNOBS[{section!r}] names what the section does not have"
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("sources", ["standin", "real"])
+def test_the_smoke_size_takes_either_budget_and_either_sources_down_and_keeps_the_rest(kind, sources):
+    full = config.get_budget(kind=kind, sources=sources, smoke_size=False)
+    smoke = config.get_budget(kind=kind, sources=sources, smoke_size=True)
+    assert (full.size, smoke.size, smoke.kind) == ("course", "smoke", kind)
+    assert smoke.cifar.architecture == full.cifar.architecture  # the gpu budget's full ViT: its device path too
+    assert (smoke.max_workers, smoke.max_actors, smoke.tune.workers) == (full.max_workers, full.max_actors, 2)
+    assert smoke.serve.max_replicas == full.serve.max_replicas >= 2  # autoscaling adds a replica
+    for section in config.SECTIONS:
+        for name, value in asdict(getattr(smoke, section)).items():
+            before = getattr(getattr(full, section), name)
+            if isinstance(value, (int, float)) and not isinstance(before, tuple):
+                assert before is None or value <= before, f"{kind}/{sources}: {section}.{name} grew at the smoke size"
+    assert smoke.beans.learning_rate == full.beans.learning_rate  # the real model's rate, where the sources are real
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_at_the_smoke_size_every_path_of_the_course_size_is_still_taken(kind):
+    budget = config.get_budget(kind=kind, smoke_size=True)
+    beans = budget.beans
+    crash_at = beans.eval_steps * 2 + beans.eval_steps // 2  # notebook 02b's worker dies here
+    assert crash_at - 2 * beans.eval_steps >= 4, "02b's 2nd checkpoint must be registered before the worker dies"
+    assert crash_at < beans.train_steps and beans.train_steps % beans.eval_steps == 0
+    assert budget.dogs.eval_steps < budget.dogs.train_steps  # 03 reports a checkpoint before its last step
+    assert budget.cifar.batch_size in budget.tune.batch_sizes  # 07 starts from notebook 04's choice
+    assert budget.tune.samples >= 2 and budget.tune.epochs >= 2  # ASHA has a trial to stop after its grace period
+    assert budget.tune.train_samples > 2 and budget.tune.train_epochs >= 2  # a third trial to interrupt part-way
+
+
+def test_the_smoke_size_is_read_from_its_setting_and_said_in_the_first_cell(monkeypatch):
+    monkeypatch.setenv(config.SMOKE_ENV, "yes")
+    budget = config.get_budget(kind="cpu")
+    assert budget.size == "smoke" and budget.beans.train_steps == config.SMOKE_KNOBS["beans"]["train_steps"]
+    text = lessons.describe(config.get_sources("standin"), budget, lesson="02_ray_train_finetune")
+    assert "at the smoke size (COURSE_SMOKE=1: headlines are not held to their floors)" in text
+    monkeypatch.setenv(config.SMOKE_ENV, "0")
+    assert config.get_budget(kind="cpu").size == "course"
+    assert "smoke" not in lessons.describe(config.get_sources("standin"), config.get_budget(kind="cpu"))
+    monkeypatch.setenv(config.SMOKE_ENV, "small")
+    with pytest.raises(ValueError, match=r"COURSE_SMOKE='small' is not a flag"):
+        config.get_budget(kind="cpu")
+
+
+def test_the_config_module_does_not_import_the_lessons():
+    """config -> lessons -> resources -> config was a circle; the lessons read config, never the other way."""
+    import ast
+
+    tree = ast.parse((Path(config.__file__)).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {f"course.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not imported & {"course.lessons", "course.resources", "course.results"}, imported

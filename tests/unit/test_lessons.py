@@ -69,8 +69,8 @@ def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(les
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_a_notebook_describes_itself_by_its_own_name(lesson: Lesson):
-    found_calls = calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "config.describe")
-    assert found_calls or not lesson.sources, f"{lesson.notebook} reads {lesson.sources}, never calls config.describe"
+    found_calls = calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "lessons.describe")
+    assert found_calls or not lesson.sources, f"{lesson.notebook} reads {lesson.sources}, never calls lessons.describe"
     for call in found_calls:
         found = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}.get("lesson")
         assert found == lesson.notebook, f"{lesson.notebook} describes itself as {found!r}"

@@ -152,3 +152,19 @@ def test_a_ray_workers_crash_report_is_neither_counted_as_lines_nor_a_finding(tm
     half = crash + "a line of the lesson's own on stderr\n"  # not only Ray's: counted, and a finding
     assert len(output_lines(save(a_notebook("# Tune", half)), tmp_path)) > MAX_LINES
     assert any("wrote to stderr" in found for found in problems(save(a_notebook("# Tune", half)), tmp_path))
+
+
+def test_at_the_smoke_size_headlines_and_claims_are_printed_beside_their_floors_not_held(tmp_path, capsys, monkeypatch):
+    with pytest.raises(results.BelowFloor, match="does not hold: the search did not lose"):
+        results.require(False, "the search did not lose")
+    results.require(True, "the model learned")  # at the course size a claim that holds prints nothing
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    results.record("nb", 0.1, results_dir=tmp_path, lesson=TOY)
+    results.require_floor("nb", 0.2, "validation accuracy", lesson=TOY)
+    results.require(False, "the search did not lose")
+    assert results.read("nb", tmp_path)["enforced"] is False
+    out = capsys.readouterr().out
+    assert "toy accuracy: 0.100 (its floor with the standin sources, 0.8, not enforced: COURSE_SMOKE=1" in out
+    assert "validation accuracy: 0.200 (floor 0.8 not enforced: COURSE_SMOKE=1, the smoke size)" in out
+    assert "does not hold: the search did not lose (not enforced: COURSE_SMOKE=1, the smoke size)" in out
