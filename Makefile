@@ -138,6 +138,10 @@ lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one loc
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
 
+# On a machine with an NVIDIA GPU (docs/development.md, "On a GPU machine"): what only a GPU shows, one table, minutes.
+gpu-check: data ## on a GPU machine: precision per card, a GPU checkpoint on a CPU, NCCL, every notebook (gpu, smoke), bench
+	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/python scripts/gpu_check.py
+
 minimal-linux: ## as root: setup and lesson 00 in a Debian minbase root (no procps), then nothing may be left running
 	scripts/minimal-linux.sh
 
