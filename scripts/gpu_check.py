@@ -107,7 +107,8 @@ def nccl_between_two_workers() -> str:
         import torch.distributed as dist
 
         assert dist.get_backend() == "nccl", dist.get_backend()
-        value = torch.ones(1, device=ray.train.torch.get_device()) * (ray.train.get_context().get_world_rank() + 1)
+        rank = ray.train.get_context().get_world_rank()
+        value = torch.full((1,), float(rank + 1), device=ray.train.torch.get_device())  # NCCL: a tensor on the GPU
         dist.all_reduce(value)
         ray.train.report({"sum": float(value.item())})
 
