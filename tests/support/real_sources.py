@@ -41,6 +41,12 @@ REGION = "us-west-2"  # both public buckets
 EXTRA_SYNSET = "n03000684"  # a synset of imagenette the course does not read (chain saw)
 IMAGENETTE_SIZES = [(500, 375), (375, 500), (500, 333), (640, 480), (1024, 768), (400, 400)]  # photos, width x height
 IMAGENETTE_SPLITS = {"train": {"n02102040": 955, "n01440764": 963}, "val": {"n02102040": 395, "n01440764": 387}}
+# At the smoke size (COURSE_SMOKE=1) the rehearsal serves fewer photos, at the same sizes and through the same layout:
+# every code path, not the real counts (notebook 03 reads every photo of its folders, whatever the budget), and fewer
+# CIFAR-10 rows than the smoke budget's lessons could ask for.
+SMOKE_BEANS_SPLITS = {"train": 96, "validation": 32, "test": 32}
+SMOKE_IMAGENETTE_SPLITS = {"train": {"n02102040": 48, "n01440764": 48}, "val": {"n02102040": 24, "n01440764": 24}}
+SMOKE_CIFAR_SPLITS = {"train": 5_000, "test": 1_000}
 CIFAR_SPLITS = {"train": 50_000, "test": 10_000}
 CONTENT_VERSION = "2"  # bump when what is built changes: a cached copy of another version is built again
 
@@ -206,16 +212,18 @@ def build_model(repo: Path, model_config: dict, processor: dict, weights: bool) 
         shutil.rmtree(repo / ".weights")
 
 
-def build_hub(root: Path) -> None:
-    """The Hub's repositories under ``root`` (``datasets/<id>``, ``models/<id>``)."""
-    build_beans(root / "datasets" / BEANS_ID)
+def build_hub(root: Path, smoke: bool = False) -> None:
+    """The Hub's repositories under ``root`` (``datasets/<id>``, ``models/<id>``); fewer beans at the smoke size."""
+    build_beans(root / "datasets" / BEANS_ID, SMOKE_BEANS_SPLITS if smoke else catalog.BEANS_SPLITS)
     for model_id, (model_config, processor, weights) in MODELS.items():
         build_model(root / "models" / model_id, model_config, processor, weights)
 
 
-def imagenette_objects() -> Iterator[tuple[str, bytes]]:
-    """``(key, JPEG bytes)`` of the imagenette2 prefix: the course's two synsets at imagenette's sizes, and a third."""
-    splits = {split: {**counts, EXTRA_SYNSET: 5} for split, counts in IMAGENETTE_SPLITS.items()}
+def imagenette_objects(smoke: bool = False) -> Iterator[tuple[str, bytes]]:
+    """``(key, JPEG bytes)`` of the imagenette2 prefix: the course's two synsets at imagenette's sizes, and a third;
+    as many photos as imagenette has, or :data:`SMOKE_IMAGENETTE_SPLITS`."""
+    counted = SMOKE_IMAGENETTE_SPLITS if smoke else IMAGENETTE_SPLITS
+    splits = {split: {**counts, EXTRA_SYNSET: 5} for split, counts in counted.items()}
     for split, counts in splits.items():
         for synset, n in counts.items():
             kind = catalog.IMAGENETTE_SYNSETS.get(synset, "dog")
@@ -230,12 +238,13 @@ def imagenette_objects() -> Iterator[tuple[str, bytes]]:
                 yield f"imagenette2/{split}/{synset}/{name}.JPEG", _jpeg(image, 85)
 
 
-def cifar_objects(standin: Path) -> Iterator[tuple[str, bytes]]:
-    """``(key, parquet bytes)`` of cifar10-parquet: the stand-in's rows repeated to CIFAR-10's split sizes."""
+def cifar_objects(standin: Path, smoke: bool = False) -> Iterator[tuple[str, bytes]]:
+    """``(key, parquet bytes)`` of cifar10-parquet: the stand-in's rows repeated to CIFAR-10's split sizes (or
+    :data:`SMOKE_CIFAR_SPLITS`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for split, n in CIFAR_SPLITS.items():
+    for split, n in (SMOKE_CIFAR_SPLITS if smoke else CIFAR_SPLITS).items():
         table = pq.read_table(standin / split)
         repeated = [table] * -(-n // table.num_rows)
         full = pa.concat_tables(repeated).slice(0, n)
@@ -245,11 +254,11 @@ def cifar_objects(standin: Path) -> Iterator[tuple[str, bytes]]:
             yield f"cifar10-parquet/{split}/part-{part:05d}.parquet", buffer.getvalue()
 
 
-def build_s3(root: Path, cifar_standin: Path) -> None:
+def build_s3(root: Path, cifar_standin: Path, smoke: bool = False) -> None:
     """The buckets' objects under ``root/<bucket>/<key>``, uploaded to the S3 stand-in by :func:`real_services`."""
     for bucket, objects in (
-        ("air-example-data-2", imagenette_objects()),
-        ("ray-example-data", cifar_objects(cifar_standin)),
+        ("air-example-data-2", imagenette_objects(smoke)),
+        ("ray-example-data", cifar_objects(cifar_standin, smoke)),
     ):
         for key, data in objects:
             path = root / bucket / key
@@ -257,15 +266,16 @@ def build_s3(root: Path, cifar_standin: Path) -> None:
             path.write_bytes(data)
 
 
-def build_content(root: Path) -> Path:
-    """The Hub's and the buckets' content, in ``root`` (kept: built again only when :data:`CONTENT_VERSION` moves)."""
-    stamp = root / "VERSION"
-    if stamp.exists() and stamp.read_text() == CONTENT_VERSION:
+def build_content(root: Path, smoke: bool = False) -> Path:
+    """The Hub's and the buckets' content, in ``root`` (kept: built again only when :data:`CONTENT_VERSION` moves);
+    ``smoke``: with fewer photos (:data:`SMOKE_BEANS_SPLITS`, :data:`SMOKE_IMAGENETTE_SPLITS`)."""
+    stamp, version = root / "VERSION", CONTENT_VERSION + (" smoke" if smoke else "")
+    if stamp.exists() and stamp.read_text() == version:
         return root
     shutil.rmtree(root, ignore_errors=True)
-    build_hub(root / "hub")
-    build_s3(root / "s3", config.DATA_DIR / config.STANDIN_CIFAR10)
-    stamp.write_text(CONTENT_VERSION)
+    build_hub(root / "hub", smoke)
+    build_s3(root / "s3", config.DATA_DIR / config.STANDIN_CIFAR10, smoke)
+    stamp.write_text(version)
     return root
 
 

@@ -38,6 +38,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTED_REAL = ROOT / "results" / "executed-real"  # the copies nbmake runs and overwrites with their outputs
 CONTENT = ROOT / "results" / "real-sources-content"  # built once, kept between runs (results/ is ignored)
+SMOKE_CONTENT = ROOT / "results" / "real-sources-content-smoke"  # fewer photos, for the smoke size (COURSE_SMOKE=1)
 RESULTS_REAL = ROOT / "results" / "real-sources"  # the headlines and exercise verdicts the copies record
 TARGET_SECONDS = 10 * 60  # each lesson on this machine's 2 cores (issue 39)
 TARGET_PEAK_GB = 8.0  # the whole cluster and the kernel
@@ -89,6 +90,14 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
+def content_folder() -> tuple[Path, bool]:
+    """Where the stand-ins' content is built, and whether at the smoke size (``COURSE_SMOKE=1``: fewer photos)."""
+    from course import config
+
+    smoke = config.smoke()
+    return (SMOKE_CONTENT if smoke else CONTENT), smoke
+
+
 def is_rehearsed(item: pytest.Item) -> bool:
     """Whether ``item`` is nbmake's item for a copy in :data:`EXECUTED_REAL`."""
     return getattr(item, "nbmake", False) and Path(str(item.path)).parent == EXECUTED_REAL
@@ -109,11 +118,15 @@ class Rehearsal:
     def build_in_the_background(self) -> None:
         """Start building the stand-ins' content (about 40 s of one core) in a process of its own: `make test` runs
         the rehearsal after its other tests, and :meth:`start` then finds it built."""
-        code = "import sys, pathlib, real_sources; real_sources.build_content(pathlib.Path(sys.argv[1]))"
-        CONTENT.parent.mkdir(parents=True, exist_ok=True)
-        with open(CONTENT.parent / "real-sources-content.log", "w") as log:
+        code = "import sys, pathlib, real_sources as r; r.build_content(pathlib.Path(sys.argv[1]), sys.argv[2] == '1')"
+        content, smoke = content_folder()
+        content.parent.mkdir(parents=True, exist_ok=True)
+        with open(content.parent / f"{content.name}.log", "w") as log:
             self.building = subprocess.Popen(
-                [sys.executable, "-c", code, str(CONTENT)], cwd=Path(__file__).parent, stdout=log, stderr=log
+                [sys.executable, "-c", code, str(content), "1" if smoke else "0"],
+                cwd=Path(__file__).parent,
+                stdout=log,
+                stderr=log,
             )
 
     def start(self) -> None:
@@ -123,7 +136,7 @@ class Rehearsal:
 
         if self.building is not None:
             self.building.wait()  # whatever it did: built (then the call below finds it) or not (then it builds here)
-        content = build_content(CONTENT)
+        content = build_content(*content_folder())
         self.storage = Path(os.environ.get(config.STORAGE_ENV) or config.storage_path()) / "real-sources"
         shutil.rmtree(self.storage, ignore_errors=True)
         shutil.rmtree(RESULTS_REAL, ignore_errors=True)
