@@ -418,10 +418,17 @@ SMOKE_KNOBS: dict[str, dict] = {
     # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
     # fewer of them; at most 2 replicas: autoscaling still adds one
     "serve": dict(load_requests=32),
-    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 3 trials over Ray Train, the third interrupted
-    # and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)
+    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 3 trials of 2 epochs over Ray Train, the third
+    # interrupted and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)
     "tune": dict(
-        train_size=128, valid_size=64, test_size=128, samples=2, epochs=2, train_epochs=2, batch_sizes=(16, 32)
+        train_size=128,
+        valid_size=64,
+        test_size=128,
+        samples=2,
+        epochs=2,
+        train_samples=3,
+        train_epochs=2,
+        batch_sizes=(16, 32),
     ),
 }
 
