@@ -46,7 +46,7 @@ $(foreach quiet,$(if $(SETTINGS_PYTHON),$(shell '$(SETTINGS_PYTHON)' -S course/s
 endif
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run smoke solutions test check doctor bench lab latest lint lock clean sources \
+.PHONY: help setup hooks data run smoke solutions test site check doctor bench lab latest lint lock clean sources \
   minimal-linux rehearse gpu-check
 
 help: ## list the commands
@@ -106,7 +106,11 @@ solutions: data ## run the exercises' solutions (solutions/) on the local cluste
 test: data ## everything: lint, format, unit tests, a cluster whose worker node shares no files, every notebook (MARK=cluster: one group)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests
+	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") --ignore=tests/site tests
+	@# The site, from the notebooks just executed, checked in Chromium (tests/site; skipped without Chromium). 5: MARK
+	@# selected none of its tests.
+	$(MAKE) --no-print-directory site
+	$(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/site || [ $$? = 5 ]
 	@# The real sources at the smoke size (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts one: every
 	@# notebook through the Hub's and S3's clients, in minutes (`make rehearse`: at the course size). 5: MARK selected none.
 	COURSE_SMOKE=1 $(MAKE) --no-print-directory rehearse $(if $(MARK),MARK="$(MARK)")
@@ -117,10 +121,15 @@ rehearse: data ## every notebook on the real sources' stand-ins, at the course s
 	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") \
 	  --nbmake --overwrite --nbmake-timeout=900 results/executed-real || [ $$? = 5 ]
 
+# The course as a website: the executed copies of the last `make test` or `make run`, rendered with Sphinx and MyST-NB
+# (site/conf.py); nothing executes. It opens from results/site/index.html, or python -m http.server -d results/site.
+site: setup ## build the course's site in results/site/ from the last test's or run's executed notebooks (no execution)
+	$(BIN)/python scripts/build_site.py
+
 check: data ## the fast loop, under 2 min: lint, format (notebooks too), unit tests; no Ray, no notebooks
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -p no:cacheprovider -q -m "$(or $(MARK),not cluster and not notebook)"
+	$(BIN)/pytest -p no:cacheprovider -q -m "$(or $(MARK),not cluster and not notebook and not site)"
 
 doctor: setup ## pre-flight of the cluster in RAY_ADDRESS (else a local Ray): versions, GPUs, storage, sources, plans
 	$(BIN)/python scripts/doctor.py

@@ -10,9 +10,12 @@ so does the smoke size (``COURSE_SMOKE=1``: too few steps to learn, every code p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from course.config import FLOORS_ENV, RESULTS_DIR, SMOKE_ENV, floors, smoke, sources_kind
+from course.config import FLOORS_ENV, REPO_ROOT, RESULTS_DIR, SMOKE_ENV, floors, smoke, sources_kind
 from course.lessons import Lesson, lesson_named
 
 
@@ -28,6 +31,37 @@ def held_to_floors() -> bool:
 def not_held() -> str:
     """Why a floor is not held, in words: the setting that says so."""
     return f"{SMOKE_ENV}=1, the smoke size" if smoke() else f"{FLOORS_ENV}=report"
+
+
+def run_facts() -> dict[str, str | int | None]:
+    """What the site says of the run behind a record (scripts/build_site.py): the checkout's commit (None outside a
+    git checkout; ``+`` when tracked files were changed), the machine's CPU cores and the cluster's GPUs, the sources
+    and the size."""
+    commit = None
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        )
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if head.returncode == 0:
+            commit = head.stdout.strip() + ("+" if changed.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    ray = sys.modules.get("ray")  # a lesson has started Ray before it records; nothing here imports it
+    gpus = int(ray.cluster_resources().get("GPU", 0)) if ray is not None and ray.is_initialized() else None
+    return {
+        "commit": commit,
+        "cpu_cores": os.cpu_count(),
+        "gpus": gpus,
+        "sources": sources_kind(),
+        "size": "course" if not smoke() else "smoke",
+    }
 
 
 def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
@@ -63,7 +97,8 @@ def record(
         "floor": floor,
         "figures": {k: float(v) for k, v in figures.items() if v is not None},
     }
-    path.write_text(json.dumps(content | {"enforced": enforced}, indent=2, sort_keys=True))
+    content |= {"enforced": enforced, "run": run_facts()}
+    path.write_text(json.dumps(content, indent=2, sort_keys=True))
     if enforced:
         print(f"{headline}: {value:.3f} ≥ {floor} ✓")
     else:
