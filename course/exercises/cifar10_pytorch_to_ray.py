@@ -169,13 +169,14 @@ def _observed(loop_config: dict) -> None:
     finally:
         torch.nn.functional.cross_entropy = cross_entropy
         hook.remove()
-    spread = -1.0  # no model built with make_model
+    spread, final = -1.0, []  # no model built with make_model
     if made:
         weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
         everyone = [torch.zeros_like(weights) for _ in range(ray.train.get_context().get_world_size())]
         torch.distributed.all_gather(everyone, weights)
         spread = max(float((other - everyone[0]).abs().max()) for other in everyone)
-    tally.add.remote(rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread)
+        final = weights.tolist()  # the model as training left it: the last checkpoint must hold these
+    tally.add.remote(rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread, final=final)
 
 
 def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
@@ -387,6 +388,15 @@ def _judge_train_run(
         "on its share of the data. `ray.train.torch.prepare_model(model)` wraps it so that the workers average "
         "their gradients at every step"
     )
+    rank0 = workers_seen[workers_seen["rank"] == 0] if "final" in workers_seen else workers_seen.iloc[0:0]
+    if len(rank0) and len(rank0["final"].iloc[0]):
+        saved = torch.cat([p.detach().flatten() for p in model.parameters()])
+        gap = float((saved - torch.tensor(rank0["final"].iloc[0], dtype=saved.dtype)).abs().max())
+        assert gap <= 1e-6, (
+            f"the last checkpoint does not hold the model as training left it (its weights differ by up to {gap:.3f}): "
+            "was each epoch's checkpoint saved before that epoch's training? Then every checkpoint lags one epoch "
+            "behind the loss reported with it. In each epoch: train, then save the weights, then report them"
+        )
     images, labels = hidden_problem(400, seed=2)  # examples no worker saw
     with torch.no_grad():
         accuracy = float((model(torch.from_numpy(images)).argmax(-1).numpy() == labels).mean())

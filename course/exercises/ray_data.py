@@ -238,6 +238,23 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
     return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
 
 
+READ_ONLY = (
+    "it wrote into the batch's image array, which Ray Data gives read-only: `map_batches` hands the function views "
+    "of its blocks without a copy (`zero_copy_batch=True`, the default), and such a write raises `ValueError: "
+    "assignment destination is read-only`. Build the mirrored images anew (a list, `np.where`, or `images.copy()` "
+    "first) and put them in the batch: `batch['image'] = ...`"
+)
+
+
+def as_map_batches_gives(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A copy of ``batch`` as ``map_batches`` hands it to a function by default: each column read-only."""
+    given = {}
+    for name, column in batch.items():
+        given[name] = column.copy()
+        given[name].setflags(write=False)
+    return given
+
+
 MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
 LARGE_BATCH = 5000  # 03.2's large batch: Ray Data gives batches of any size `map_batches(batch_size=...)` asks for
 ANY_BATCH_SIZE = "draw one choice for each image of the batch you are given (`len(batch['image'])`)"
@@ -250,11 +267,14 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         rng = np.random.default_rng(0)
         size = MIRROR_BATCH
         images = rng.integers(0, 256, (size, 8, 10, 3), dtype=np.uint8)
-        batch = {"image": images.copy(), "label": np.arange(size)}
+        paths = np.array([f"photo_{number:03d}.jpg" for number in range(size)])  # a column the lesson's batches lack
+        batch = as_map_batches_gives({"image": images, "label": np.arange(size), "path": paths})
         columns = list(batch)  # before the learner's function may change the batch
         try:
             out = attempt(mirror_half, batch)
         except Raised as error:
+            if "read-only" in str(error):
+                raise AssertionError(READ_ONLY) from None
             about_lengths = any(word in str(error) for word in ("zip()", "shape", "broadcast", "index"))
             raise AssertionError(
                 f"on a batch of {size} images {error}" + (f": {ANY_BATCH_SIZE}" if about_lengths else "")
@@ -277,6 +297,13 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "changes neither the size nor the pixel type"
         )
         assert np.array_equal(out["label"], np.arange(size)), "the labels changed: mirror the images only"
+        dropped = [column for column in columns if column not in out]
+        assert not dropped, (
+            f"the batch's other column(s) {dropped} did not come back: a batch may hold more than `image` and "
+            "`label` (a file's path, its size), and `map_batches` keeps only what the function returns. Put the "
+            "mirrored images in the batch you were given and return it whole"
+        )
+        assert np.array_equal(out["path"], paths), "the `path` column changed: mirror the images only"
         same = [np.array_equal(a, b) for a, b in zip(result, images, strict=True)]
         mirrored = [np.array_equal(a, b[:, ::-1]) for a, b in zip(result, images, strict=True)]
         upside_down = [np.array_equal(a, b[::-1]) for a, b in zip(result, images, strict=True)]
@@ -302,8 +329,10 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         large = LARGE_BATCH  # more images than a length written in "for any batch" (1000, 1024) draws for
         tiny = rng.integers(0, 256, (large, 2, 3, 3), dtype=np.uint8)
         try:
-            out = attempt(mirror_half, {"image": tiny.copy(), "label": np.arange(large)})
+            out = attempt(mirror_half, as_map_batches_gives({"image": tiny, "label": np.arange(large)}))
         except Raised as error:
+            if "read-only" in str(error):
+                raise AssertionError(READ_ONLY) from None
             raise AssertionError(f"on a batch of {large} images {error}: {ANY_BATCH_SIZE}") from None
         returned = len(out["image"]) if isinstance(out, dict) and "image" in out else None
         assert returned == large, (
@@ -313,8 +342,10 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
         ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
         ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
         try:
-            out = attempt(mirror_half, {"image": ragged.copy(), "label": np.arange(4)})
+            out = attempt(mirror_half, as_map_batches_gives({"image": ragged, "label": np.arange(4)}))
         except Raised as error:
+            if "read-only" in str(error):
+                raise AssertionError(READ_ONLY) from None
             raise AssertionError(
                 f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself "
                 f"(such a batch is an array of separate images, not one 4-D array), and {ANY_BATCH_SIZE}"
@@ -330,7 +361,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "on a batch of images of different sizes (real photos are) some images came back changed: mirror each "
             "image by itself"
         )
-        again = attempt(mirror_half, {"image": images.copy(), "label": np.arange(size)})
+        again = attempt(mirror_half, as_map_batches_gives({"image": images, "label": np.arange(size), "path": paths}))
         chosen_again = [np.array_equal(a, b[:, ::-1]) for a, b in zip(np.asarray(again["image"]), images, strict=True)]
         assert chosen_again != [m and not s for m, s in zip(mirrored, same, strict=True)], (
             "called twice on the same batch, it mirrored the same images both times: the choice is not random (a "

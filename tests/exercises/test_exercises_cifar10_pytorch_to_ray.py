@@ -311,6 +311,10 @@ TRAIN_WRONG = {
         dict(calls=lambda: measured_calls(lr=0.001)),
         ["lr=0.001 (AdamW's default", "loop_config['lr']"],
     ),
+    "each epoch's checkpoint saved before its training": (
+        dict(final="lagging"),
+        ["does not hold the model as training left it", "lags one epoch", "train, then save the weights"],
+    ),
     "a generator used up by the first epoch": (
         dict(calls=later_epochs_empty),
         ["trained on 8 batches before its first report", "none before report(s) [2, 3]", "inside the loop"],
@@ -322,10 +326,11 @@ TRAIN_RIGHT = {
     "the epoch's mean over batches": dict(calls=report_calls),
     "the mean over batches, measured": dict(calls=measured_calls),
     "train_epoch's mean over examples": dict(calls=lambda: measured_calls(loss=lambda c: c["weighted"])),
+    "the last checkpoint holds the final weights": dict(final="good"),
 }
 
 
-def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1), spread=0.0, calls=None):
+def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1), spread=0.0, calls=None, final=None):
     """04.2's verdict on a finished run built from a case of TRAIN_WRONG or TRAIN_RIGHT (no Ray: a run is costly)."""
     import pandas as pd
 
@@ -343,6 +348,9 @@ def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1),
         losses = [c["loss"] for c in calls["1/0"]] if calls else [0.6, 0.4, 0.3]
     result = finished_run(tmp_path, weights=weights, losses=None if losses == "none" else losses, file_name=file_name)
     workers = pd.DataFrame({"rank": range(len(models)), "models": list(models), "spread": spread})
+    if final:  # the weights each worker's model ended with (_observed sends them): the good ones, or one epoch on
+        ended = torch.cat([value.flatten() for value in good.values()]) + (0.1 if final == "lagging" else 0.0)
+        workers["final"] = [ended.tolist()] * len(models)
     judge = cifar10_pytorch_to_ray._judge_train_run
     return checking.check("04.2", lambda: judge(result, workers, 3, WEIGHTS_FILE, 2, calls, batch_size=32, lr=0.05))
 
@@ -413,7 +421,8 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
 @pytest.mark.cluster
 def test_the_ray_train_exercise_on_two_workers():
     """04.2 runs the learner's function in a real TorchTrainer: a right answer, one without prepare_model, one
-    reading a column the data does not have."""
+    reading a column the data does not have, one where only rank 0 reports, one whose batches are used up by epoch 1
+    (the other wrong answers are judged without Ray: TRAIN_WRONG)."""
     import os
     import tempfile
     import time
@@ -501,5 +510,6 @@ def test_the_ray_train_exercise_on_two_workers():
         "an epoch got no batches",
         "inside the loop",
     )
+
     expect(cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=True)), checking.DONE)
     ray.shutdown()

@@ -38,7 +38,9 @@ from course.exercises import (
 
 def test_mirror_half():
     def upside_down(batch):
-        batch["image"][::2] = batch["image"][::2, ::-1]
+        images = batch["image"].copy()  # Ray Data's batch is read-only: a copy to write into
+        images[::2] = images[::2, ::-1]
+        batch["image"] = images
         return batch
 
     def all_of_them(batch):
@@ -46,7 +48,9 @@ def test_mirror_half():
         return batch
 
     def half(batch):
-        batch["image"][::2] = batch["image"][::2, :, ::-1]
+        images = batch["image"].copy()
+        images[::2] = images[::2, :, ::-1]
+        batch["image"] = images
         return batch
 
     def every_other_one(batch):
@@ -108,6 +112,35 @@ def test_mirror_half_names_each_half_right_answer():
 
     expect(check(with_random), checking.DONE)
     expect(check(with_a_mask), checking.DONE)
+
+
+def test_mirror_half_refuses_a_write_into_the_batch_and_a_batch_without_its_other_columns():
+    """03.2: Ray Data's batches are read-only views of its blocks (``zero_copy_batch=True``), and hold more columns
+    than ``image`` and ``label``: writing into the batch's array, or returning only the two columns, is refused."""
+
+    def in_place(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        for index in np.flatnonzero(chosen):
+            batch["image"][index] = batch["image"][index][:, ::-1]
+        return batch
+
+    def two_columns(batch):
+        chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
+        images = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen, strict=True)]
+        return {"image": images, "label": batch["label"]}
+
+    check = ray_data.check_mirror_half
+    expect(check(in_place), checking.WRONG, "read-only", "zero_copy_batch=True", "Build the mirrored images anew")
+    expect(check(two_columns), checking.WRONG, "other column(s) ['path']", "return it whole")
+
+    def a_copy_written_into(batch):  # right: the copy is the function's own
+        images = batch["image"].copy()
+        chosen = np.random.default_rng().random(len(images)) < 0.5
+        for index in np.flatnonzero(chosen):
+            images[index] = images[index][:, ::-1]
+        return batch | {"image": images}
+
+    expect(check(a_copy_written_into), checking.DONE)
 
 
 def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts():
@@ -199,19 +232,21 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
     expect(check(enough_strict), checking.WRONG, "on a batch of 5000 images it raised ValueError", "`len(batch")
     expect(check(the_checks_own_size), checking.WRONG, "on a batch of 5000 images, 100 came back", "fixed number")
 
-    def columns_for_images(batch):  # len(batch) taken for the number of images (walk of c476c86): it is 2 columns
+    def columns_for_images(batch):  # len(batch) taken for the number of images (walk of c476c86): it is 3 columns
         chosen = np.random.default_rng().random(len(batch)) < 0.5
         batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(batch["image"], chosen)]  # noqa: B905
         return batch
 
-    expect(check(columns_for_images), checking.WRONG, "2 images came back of 100", "counts the batch's columns")
+    expect(check(columns_for_images), checking.WRONG, "3 images came back of 100", "counts the batch's columns")
 
     def a_list(batch):
         return [image[:, ::-1] if random.random() < 0.5 else image for image in batch["image"]]
 
     def one_4d_array(batch):  # right on the check's first batch, which has one size; photos of several sizes are not
         chosen = np.random.default_rng().random(len(batch["image"])) < 0.5
-        batch["image"][chosen] = batch["image"][chosen][:, :, ::-1]
+        images = batch["image"].copy()
+        images[chosen] = images[chosen][:, :, ::-1]
+        batch["image"] = images
         return batch
 
     expect(check(a_list), checking.WRONG, "a dict with its columns (it returned list)")
