@@ -16,6 +16,25 @@ from course.config import BUDGET_ENV, SECTIONS, SMOKE_ENV, SOURCES_ENV, Budget, 
 
 
 @dataclass(frozen=True)
+class Claim:
+    """What one of a lesson's measurements shows, held by a test (tests/lessons/test_what_they_show.py) on the figures
+    its run recorded (``results.record``): ``larger`` is at least ``factor`` times ``smaller`` (or times 1, without
+    ``smaller``). Ratios only, never absolute times, and a factor with room for a loaded machine."""
+
+    says: str  # the effect, as the lesson's text names it
+    larger: str  # a figure of the lesson's record
+    factor: float
+    smaller: str | None = None  # another figure of the record
+
+    def holds(self, figures: dict[str, float]) -> bool:
+        return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
+
+    def __str__(self) -> str:
+        than = f"{self.factor:g} x {self.smaller}" if self.smaller else f"{self.factor:g}"
+        return f"{self.says}: {self.larger} >= {than}"
+
+
+@dataclass(frozen=True)
 class Lesson:
     """One lesson: its notebook, what it shows, what it must reach, and what it reads."""
 
@@ -40,6 +59,7 @@ class Lesson:
     # with COURSE_SOURCES=real, the cpu budget's run of it at the real model's and images' sizes (the real-sources
     # rehearsal on the reference machine: tests/support/real_sources_rehearsal.py prints it; None: as reference_seconds)
     real_reference_seconds: int | None = None
+    claims: tuple[Claim, ...] = ()  # what its measurements show, each held by a test on the figures it records
 
     def floor_for(self, sources: str) -> float:
         """The floor with ``sources`` (``"standin"`` or ``"real"``)."""
@@ -195,6 +215,7 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         reference_seconds=25,  # timed 2026-11-25 (the others 2026-11-24, with the doctor's probe)
         real_reference_seconds=31,  # the real-sources rehearsal, 2026-11-25
+        claims=(Claim("tasks side by side finish at least twice as fast as the loop", "speedup", 2.0),),
     ),
     Lesson(
         notebook="01_local_finetune",
@@ -294,6 +315,13 @@ LESSONS: tuple[Lesson, ...] = (
         gpu_work=_playbook_on_gpus,
         reference_seconds=114,
         real_reference_seconds=175,  # the real-sources rehearsal, 2026-11-25
+        claims=(
+            Claim("four collates side by side wait less than one", "prefetch_wait_0_s", 2.0, "prefetch_wait_4_s"),
+            Claim(
+                "a slow source streams: its first batch long before the read ends", "read_done_s", 2.0, "first_output_s"
+            ),
+            Claim("Ray Data does the job faster than a plain loop on this laptop", "plain_loop_s", 1.5, "streaming_s"),
+        ),
     ),
     Lesson(
         notebook="06_ray_serve",

@@ -81,3 +81,24 @@ def test_the_readme_s_lesson_table_and_the_browser_test_follow_the_records():
     for lesson in LESSONS:
         assert f"`{lesson.notebook}`" in readme, f"README's lesson table misses {lesson.notebook}"
     assert sum(not lesson.runs_in_browser for lesson in LESSONS) == 1, "one lesson (06) is tested by test_serve"
+
+
+@pytest.mark.parametrize("lesson", [lesson for lesson in LESSONS if lesson.claims], ids=lambda lesson: lesson.notebook)
+def test_a_lesson_s_claims_name_figures_its_notebook_records(lesson: Lesson):
+    """tests/lessons/test_what_they_show.py holds each claim on the record; here, each names recorded figures."""
+    records = calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "results.record")
+    recorded = {keyword.arg for call in records for keyword in call.keywords}
+    for claim in lesson.claims:
+        named = {claim.larger, claim.smaller} - {None}
+        assert named <= recorded, f"{lesson.notebook}: {claim} names {sorted(named - recorded)}, not recorded"
+        assert claim.factor >= 1, f"{lesson.notebook}: {claim}: a factor below 1 claims no effect"
+
+
+def test_a_claim_holds_on_figures_that_show_it_and_not_on_others():
+    from course.lessons import Claim
+
+    faster = Claim("waits less", "before_s", 2.0, "after_s")
+    assert faster.holds({"before_s": 1.0, "after_s": 0.4}) and not faster.holds({"before_s": 1.0, "after_s": 0.6})
+    alone = Claim("at least twice as fast", "speedup", 2.0)
+    assert alone.holds({"speedup": 2.5}) and not alone.holds({"speedup": 1.5})
+    assert str(faster) == "waits less: before_s >= 2 x after_s"
