@@ -305,8 +305,8 @@ def require_shared_paths(timeout_s: float = 120) -> None:
 def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     """The course's Ray Data settings, in one place: call it once after :func:`init_ray`.
 
-    * quiet: no start banners, Ray Data logs warnings only, and long pipeline names are not shortened (which
-      warns) (``COURSE_VERBOSE=1`` keeps Ray's own output).
+    * quiet: no start banners, Ray Data logs warnings only, no bar for ``read_parquet``'s sampling of its files,
+      and long pipeline names are not shortened (which warns) (``COURSE_VERBOSE=1`` keeps Ray's own output).
       Progress bars stay on: in a terminal they show; in a notebook's own process, whose output is not a terminal,
       Ray Data writes progress as info log lines, which this level keeps out. The pipelines that Ray Train's workers
       read (through a split-coordinator actor, notebooks 03 to 05) draw their bars in the notebook as widgets
@@ -323,6 +323,7 @@ def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
     """
     context = ray.data.DataContext.get_current()
     if not verbose():
+        internals.quiet_parquet_sampling()  # read_parquet's "Parquet dataset sampling" bar: metadata, not the pipeline
         context.print_on_execution_start = False
         context.enable_progress_bar_name_truncation = False  # its warning that it shortened a long pipeline's name
         logging.getLogger("ray.data").setLevel(logging.WARNING)

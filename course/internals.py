@@ -38,6 +38,10 @@ write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_
 Node, RayParams                    Ray 2.60.0    ``ray._private.node.Node(ray_params, head, shutdown_at_exit,
   scripts/cluster_node.py                        spawn_reaper)`` and ``ray._private.parameter.RayParams``; they stay
                                                  in that script: it runs on a node where the course is not installed
+parquet_datasource.ProgressBar     Ray 2.60.0    ``ray.data._internal.datasource.parquet_datasource``'s own name
+  cluster.configure_ray_data                     ``ProgressBar(name, total, unit, enabled=None)``, which draws the
+                                                 "Parquet dataset sampling" bar of ``read_parquet``; the quiet
+                                                 output leaves it out (:func:`quiet_parquet_sampling`)
 DeferSigint                        Ray 2.60.0    ``ray._private.utils.DeferSigint``: a cancelled task's SIGINT that
   worker_setup                                   comes while its arguments are read is held, then passed to the
                                                  handler found before, called: it must be callable
@@ -88,6 +92,18 @@ def keep_ray_on_loopback() -> None:
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False  # read when Ray resolves this node's address
+
+
+def quiet_parquet_sampling() -> None:
+    """In this process, ``read_parquet`` samples its files without a progress bar ("Parquet dataset sampling", a
+    second or two of metadata reads before any block): the pipelines' own bars stay."""
+    import functools
+
+    from ray.data._internal.datasource import parquet_datasource
+
+    bar = parquet_datasource.ProgressBar
+    if not isinstance(bar, functools.partial):
+        parquet_datasource.ProgressBar = functools.partial(bar, enabled=False)
 
 
 def interrupt_on_sigint() -> None:

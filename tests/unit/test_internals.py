@@ -352,3 +352,22 @@ def test_a_cancel_held_by_defer_sigint_needs_a_callable_sigint_handler(fix: bool
     else:
         assert handler == "<Handlers.SIG_IGN: 1>", ran.stdout
         assert outcome == "TypeError 'Handlers' object is not callable", review("DeferSigint")
+
+
+def test_read_parquets_sampling_bar_is_the_datasources_own_progress_bar_and_can_be_turned_off(tmp_path):
+    """cluster.configure_ray_data: the bar that read_parquet draws while it samples files is built from the name
+    ``ProgressBar`` of parquet_datasource, with an ``enabled`` argument; quieted, it draws nothing."""
+    import inspect
+
+    from ray.data._internal.datasource import parquet_datasource
+
+    assert "Parquet dataset sampling" in inspect.getsource(parquet_datasource)
+    assert "enabled" in inspect.signature(parquet_datasource.ProgressBar).parameters
+    kept = parquet_datasource.ProgressBar
+    try:
+        internals.quiet_parquet_sampling()
+        internals.quiet_parquet_sampling()  # twice: still one partial
+        assert parquet_datasource.ProgressBar("Parquet dataset sampling", 2, unit="file")._bar is None
+        assert parquet_datasource.ProgressBar.func is kept
+    finally:
+        parquet_datasource.ProgressBar = kept
