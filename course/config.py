@@ -181,6 +181,7 @@ class PlaybookBudget(Checked):
     xgboost_rounds: int
     tensorflow_epochs: int
     tensorflow_learning_rate: float
+    stream_blocks_per_cpu: int  # section 10's slow source: blocks per CPU of the cluster (0.8 s of waiting each)
 
 
 @dataclass(frozen=True)
@@ -196,11 +197,19 @@ class ServeBudget(Checked):
     downscale_delay_s: float  # how long it must stay low before autoscaling removes one
     look_back_s: float  # the window autoscaling averages the requests in flight over (Serve wants over 10 s)
     target_ongoing_requests: int  # requests in flight per replica that autoscaling aims for
+    scale_concurrency: int  # requests kept in flight at the model deployment while the autoscaling cell waits
+    scale_limit_s: float  # the longest the autoscaling cell waits for the scale out, then again for the scale in
 
     def rules(self) -> list[tuple[str, bool, str]]:
         return [
             ("look_back_s", self.look_back_s > 10, "must be over 10 s: Ray Serve wants a longer window"),
             ("downscale_delay_s", self.downscale_delay_s >= self.upscale_delay_s, "must be at least upscale_delay_s"),
+            (
+                "scale_concurrency",
+                self.scale_concurrency >= self.target_ongoing_requests * self.max_replicas,
+                "must be at least target_ongoing_requests x max_replicas: with fewer requests in flight, Serve never "
+                "wants max_replicas",
+            ),
         ]
 
 
@@ -331,6 +340,7 @@ _CPU = Budget(
         xgboost_rounds=30,
         tensorflow_epochs=5,
         tensorflow_learning_rate=0.2,
+        stream_blocks_per_cpu=3,  # 24 blocks on the local cluster: the plain loop waits 19 s, Ray Data 6 to 11
     ),
     serve=ServeBudget(
         max_batch_size=16,
@@ -339,9 +349,16 @@ _CPU = Budget(
         load_concurrency=16,
         max_replicas=2,
         upscale_delay_s=2.0,
-        downscale_delay_s=5.0,
+        # Serve's handles send their counts every 10 s, each a window of look_back_s: at 5 s, Serve scaled in, then
+        # out again on a late report of the load, then in; at 15 s every report it scales in on is after the load
+        downscale_delay_s=15.0,
         look_back_s=11.0,
         target_ongoing_requests=4,
+        # 32 in flight at `Model`: Serve wants 32 / 4 = 8 replicas, max_replicas (2) caps it. A replica took 10 to 20 s
+        # to start on 2 cores under that load; Serve's handles report every 10 s: the scale out took 20 to 40 s, the
+        # scale in about 20 (where Serve started no second replica, 180 s of load did not change that)
+        scale_concurrency=32,
+        scale_limit_s=90.0,
     ),
     tune=TuneBudget(
         train_size=800,
@@ -382,7 +399,7 @@ _BUDGETS = {
         dogs=replace(_CPU.dogs, batch_size=64, inference_batch_size=128),
         cifar=replace(_CPU.cifar, architecture="full", train_size=None, valid_size=None, epochs=10, batch_size=512),
         playbook=replace(_CPU.playbook, rows=10_000),
-        serve=replace(_CPU.serve, max_batch_size=32, load_concurrency=64, max_replicas=8),
+        serve=replace(_CPU.serve, max_batch_size=32, load_concurrency=64, max_replicas=8, scale_concurrency=128),
         tune=replace(
             _CPU.tune,
             train_size=45_000,
@@ -414,9 +431,9 @@ SMOKE_KNOBS: dict[str, dict] = {
     "beans": dict(train_steps=24, batch_size=8, eval_steps=8),
     "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
     "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
-    "playbook": dict(rows=400, epochs=1, xgboost_rounds=5, tensorflow_epochs=5),
+    "playbook": dict(rows=400, epochs=1, xgboost_rounds=5, tensorflow_epochs=5, stream_blocks_per_cpu=1),
     # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
-    # fewer of them; at most 2 replicas: autoscaling still adds one
+    # fewer of them; autoscaling as at the course size: out to 2 running replicas under load, back to 1 after it
     "serve": dict(load_requests=32),
     # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 3 trials of 2 epochs over Ray Train, the third
     # interrupted and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)

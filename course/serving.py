@@ -313,6 +313,9 @@ def watch_replicas(
 ) -> pd.DataFrame:
     """Look at ``replicas()`` (replicas by state) every second until ``until`` says so or ``limit_s`` has passed;
     meanwhile, with ``send``, keep ``concurrency`` requests in flight (the bodies, round and round). One row per change.
+
+    The table's ``attrs`` say how the watch ended: ``reached`` (whether ``until`` held), ``seconds`` (when it did, or
+    when the watch gave up) and ``states`` (the replicas by state last seen).
     """
     stop, answered = threading.Event(), [0]
 
@@ -329,17 +332,21 @@ def watch_replicas(
         try:
             while True:
                 states = dict(replicas())
+                seconds = time.perf_counter() - start
                 seen = ", ".join(f"{n} {state.lower()}" for state, n in sorted(states.items()) if n) or "none"
                 if not rows or rows[-1][1] != seen:
-                    rows.append((round(time.perf_counter() - start), seen, answered[0]))
-                if until(states) or time.perf_counter() - start > limit_s:
+                    rows.append((round(seconds), seen, answered[0]))
+                reached = bool(until(states))
+                if reached or seconds > limit_s:
                     break
                 time.sleep(1)
         finally:
             stop.set()
         for finished in clients:
             finished.result()  # a client's error shows here
-    return pd.DataFrame(rows, columns=["second", "replicas", "requests answered"]).set_index("second")
+    table = pd.DataFrame(rows, columns=["second", "replicas", "requests answered"]).set_index("second")
+    table.attrs.update(reached=reached, seconds=seconds, states=states)
+    return table
 
 
 _local = threading.local()

@@ -94,9 +94,11 @@ def test_watching_replicas_is_bounded_and_keeps_one_row_per_change():
     states = iter([{"RUNNING": 1}, {"RUNNING": 1, "STARTING": 1}, {"RUNNING": 2}])
     seen = serving.watch_replicas(lambda: next(states), until=lambda s: s.get("RUNNING") == 2, limit_s=10)
     assert list(seen["replicas"]) == ["1 running", "1 running, 1 starting", "2 running"]
+    assert seen.attrs["reached"] and seen.attrs["states"] == {"RUNNING": 2} and 1 < seen.attrs["seconds"] < 5
     started = time.perf_counter()
     seen = serving.watch_replicas(lambda: {"RUNNING": 1}, until=lambda s: False, limit_s=1.5)
     assert len(seen) == 1 and time.perf_counter() - started < 5
+    assert not seen.attrs["reached"] and seen.attrs["seconds"] > 1.5  # gave up: the cell can say so
 
 
 def test_the_serve_port_is_free_on_loopback_unless_set(monkeypatch):
