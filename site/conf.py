@@ -31,6 +31,7 @@ html_theme_options = {
 }
 html_context = {"default_mode": "light"}  # the theme's script stops on an empty mode (a console error)
 html_show_sourcelink = False
+html_show_search_summary = False  # a summary is a fetch of the result's page, which a site opened from a folder refuses
 html_copy_source = False
 html_last_updated_fmt = None
 html_static_path: list[str] = []

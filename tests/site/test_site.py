@@ -195,6 +195,28 @@ def test_no_page_carries_a_traceback_an_unexplained_warning_a_secret_or_a_path_o
         assert not errors, f"{staged.name}: a cell that raised: {errors[0].get('ename')}"
 
 
+def test_the_site_opens_from_its_folder_with_no_console_error():
+    """A workshop room without a server: index.html opened as a file, a lesson with its figures, and the search."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        for name in ("index.html", "notebooks/03_ray_data.html"):  # 03: its image grids
+            page.goto((SITE / name).as_uri(), wait_until="load")
+            drawn = page.eval_on_selector_all("div.cell_output img", "images => images.map(i => i.naturalWidth)")
+            assert all(drawn), f"{name}: a figure did not load from the folder"
+        page.goto((SITE / "search.html").as_uri() + "?q=ScalingConfig", wait_until="load")
+        page.wait_for_selector("#search-results li", timeout=20_000)
+        found = page.eval_on_selector_all("#search-results li a", "links => links.map(a => a.href)")
+        browser.close()
+    assert not errors, f"console errors from the folder: {errors[:3]}"
+    assert any(link.endswith("notebooks/02_ray_train_finetune.html") for link in found), found
+
+
 def test_the_site_stays_small_and_has_a_sidebar_with_previous_and_next(visited, base):
     size = sum(path.stat().st_size for path in SITE.rglob("*") if path.is_file())
     assert size < MAX_BYTES, f"the site is {size / 1e6:.1f} MB (at most {MAX_BYTES / 1e6:.0f})"
