@@ -363,11 +363,13 @@ def test_read_parquets_sampling_bar_is_the_datasources_own_progress_bar_and_can_
 
     assert "Parquet dataset sampling" in inspect.getsource(parquet_datasource)
     assert "enabled" in inspect.signature(parquet_datasource.ProgressBar).parameters
-    kept = parquet_datasource.ProgressBar
+    kept = parquet_datasource.ProgressBar  # quieted already where an earlier test configured Ray Data here
+    original = getattr(kept, "func", kept)
     try:
+        parquet_datasource.ProgressBar = original
         internals.quiet_parquet_sampling()
         internals.quiet_parquet_sampling()  # twice: still one partial
         assert parquet_datasource.ProgressBar("Parquet dataset sampling", 2, unit="file")._bar is None
-        assert parquet_datasource.ProgressBar.func is kept
+        assert parquet_datasource.ProgressBar.func is original
     finally:
         parquet_datasource.ProgressBar = kept
