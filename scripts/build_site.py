@@ -51,8 +51,7 @@ class Page:
 
     document: str  # "notebooks/03_ray_data"
     title: str
-    started: datetime | None
-    seconds: float | None
+    seconds: float | None  # the lesson's time in its executed copy
     record: dict
 
 
@@ -127,9 +126,8 @@ def clean_outputs(notebook: dict, rules: list[tuple[re.Pattern, str]], stderr: b
         for output in cell.get("outputs", []):
             if WIDGET in output.get("data", {}) or (not stderr and output.get("name") == "stderr"):
                 continue
-            for key in ("text",):
-                if key in output:
-                    output[key] = redact("".join(output[key]), rules)
+            if "text" in output:
+                output["text"] = redact("".join(output["text"]), rules)
             for mime, value in output.get("data", {}).items():
                 if mime.startswith("text/"):
                     output["data"][mime] = redact("".join(value), rules)
@@ -171,11 +169,11 @@ def minutes(seconds: float) -> str:
 
 
 def stage_notebook(
-    source: Path, where: str, staged: set[str], rules, heading: str, note: str, stderr: bool = True
+    notebook: dict, where: str, staged: set[str], rules, heading: str, note: str, stderr: bool = True
 ) -> dict:
-    """Write ``source`` to the staged tree at ``where``, cleaned and relinked, with ``note`` (under ``heading``) after
-    its title cell."""
-    notebook = clean_outputs(json.loads(source.read_text()), rules, stderr)
+    """Write ``notebook`` (read from an executed copy) to the staged tree at ``where``, cleaned and relinked, with
+    ``note`` (under ``heading``) after its title cell."""
+    notebook = clean_outputs(notebook, rules, stderr)
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = relink("".join(cell["source"]), where, staged)
@@ -247,17 +245,19 @@ def stage() -> tuple[list[Page], list[str]]:
     for name, path in found.items():
         if path is None:
             continue
-        started, seconds = run_times(json.loads(path.read_text()))
+        notebook = json.loads(path.read_text())
+        started, seconds = run_times(notebook)
         record = results.read(name)
         said = describe_run(record, started, seconds)
-        notebook = stage_notebook(path, f"notebooks/{name}.ipynb", staged, rules, "The run on this page", said)
-        pages.append(Page(f"notebooks/{name}", title_of(notebook, name), started, seconds, record))
+        notebook = stage_notebook(notebook, f"notebooks/{name}.ipynb", staged, rules, "The run on this page", said)
+        pages.append(Page(f"notebooks/{name}", title_of(notebook, name), seconds, record))
         solution = newest_copy(f"{name}.ipynb", SOLUTION_COPIES) or ROOT / "solutions" / f"{name}.ipynb"
         note = (
             "The exercises of this lesson, solved: try them in the lesson first, where each check says what it wants. "
             "The lesson's page shows the run; here Ray's log lines (stderr) are left out."
         )
-        stage_notebook(solution, f"solutions/{name}.ipynb", staged, rules, "Solutions", note, stderr=False)
+        solved = json.loads(solution.read_text())
+        stage_notebook(solved, f"solutions/{name}.ipynb", staged, rules, "Solutions", note, stderr=False)
     for guide in GUIDES:
         (SOURCE / guide).parent.mkdir(parents=True, exist_ok=True)
         (SOURCE / guide).write_text(relink((ROOT / guide).read_text(), guide, staged))
