@@ -171,7 +171,15 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
 }
 
 
-LOCAL_DATA_DIR = config.REPO_ROOT / "data"  # where `make data` builds when COURSE_DATA_DIR is not set
+LOCAL_DATA_DIR = config.HOME / "data"  # where `make data` builds when COURSE_DATA_DIR is not set
+# The stand-in that each field of config.Sources names, with COURSE_SOURCES=standin
+FOR_SOURCE = {
+    "beans": config.STANDIN_BEANS,
+    "model": config.STANDIN_VIT,
+    "imagenette": config.STANDIN_IMAGENETTE,
+    "imagenette_labels": config.STANDIN_IMAGENETTE,
+    "cifar10": config.STANDIN_CIFAR10,
+}
 
 
 def build(name: str, data_dir: Path, force: bool = False, built_here: Path = LOCAL_DATA_DIR) -> Path:
@@ -196,6 +204,13 @@ def build(name: str, data_dir: Path, force: bool = False, built_here: Path = LOC
     partial.rename(target)
     print(f"built    {target} in {time.perf_counter() - start:.0f} s")
     return target
+
+
+def build_for(sources: tuple[str, ...], data_dir: Path) -> None:
+    """Build the stand-ins that ``sources`` (fields of config.Sources, as a lesson's record lists them) need, each
+    unless it is there: a lesson opened on its own builds what it reads, in a minute or so."""
+    for name in dict.fromkeys(FOR_SOURCE[source] for source in sources):
+        build(name, data_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ it, checked: the names below are its names. The budgets check their own rules wh
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
@@ -27,12 +28,17 @@ import pyarrow.fs as pafs
 from course import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Where the course's data sets are: the checkout's data/ (one machine), or a folder every node of a cluster mounts.
+# A clone of the course (`make setup` installs it in place) keeps data/ and results/ in the clone. The package
+# installed alone (a lesson opened on its own, on Colab say: its first cell installs it) keeps them in the working
+# directory, beside the notebook.
+IN_A_CLONE = (REPO_ROOT / "pyproject.toml").is_file()
+HOME = REPO_ROOT if IN_A_CLONE else Path.cwd()
+# Where the course's data sets are: HOME's data/ (one machine), or a folder every node of a cluster mounts.
 DATA_DIR_ENV = "COURSE_DATA_DIR"
-DATA_DIR = Path(settings.raw(DATA_DIR_ENV) or REPO_ROOT / "data").absolute()  # checked where it is used: data_folder
+DATA_DIR = Path(settings.raw(DATA_DIR_ENV) or HOME / "data").absolute()  # checked where it is used: data_folder
 # What this process writes for you to read (executed notebooks, headline figures, exercise verdicts).
 RESULTS_DIR_ENV = "COURSE_RESULTS_DIR"
-RESULTS_DIR = Path(settings.read(RESULTS_DIR_ENV) or REPO_ROOT / "results").absolute()
+RESULTS_DIR = Path(settings.read(RESULTS_DIR_ENV) or HOME / "results").absolute()
 # What Ray's workers write (checkpoints, predictions): results/ray, or storage every node reaches (see storage_path).
 STORAGE_ENV = "COURSE_STORAGE_PATH"
 
@@ -536,14 +542,21 @@ def require_local(path: str | Path, what: str) -> Path:
     return path
 
 
-def require_data(sources: Sources) -> Sources:
-    """``sources`` if what they name is there; otherwise an error that names the place and the fix.
+def require_data(sources: Sources, names: Iterable[str] | None = None) -> Sources:
+    """``sources`` if what they name is there (``names``: only those fields, as a lesson's record lists them in
+    ``course.lessons``; None: every one); otherwise an error that names the place and the fix.
 
     Stand-ins must be built (`make data`); folders on S3 must exist (a wrong bucket or prefix is named,
     with the setting that chose it). Hub ids are checked by the Hub when they are loaded.
     """
-    for name, uri in asdict(sources).items():
-        if name == "kind" or (sources.kind == "real" and name == "imagenette_labels"):  # written on first use
+    fields_ = {name: uri for name, uri in asdict(sources).items() if name != "kind"}
+    unknown = sorted(set(names or ()) - set(fields_))
+    if unknown:
+        raise ValueError(f"{unknown} are not sources: config.Sources has {sorted(fields_)}")
+    for name, uri in fields_.items():
+        if names is not None and name not in names:
+            continue
+        if sources.kind == "real" and name == "imagenette_labels":  # written on first use
             continue
         if "://" in uri:
             require_remote(uri, f"`{name}` of {SOURCES_ENV}={sources.kind}")

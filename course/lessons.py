@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from course import config
 from course.config import BUDGET_ENV, SECTIONS, SMOKE_ENV, SOURCES_ENV, Budget, Sources
 
 
@@ -397,6 +398,19 @@ def lesson_named(notebook: str) -> Lesson:
         f"no lesson named {name!r} in course/lessons.py: add a Lesson(notebook={name!r}, ...) record there "
         f"(known: {', '.join(lesson.notebook for lesson in LESSONS)})"
     )
+
+
+def require_sources(notebook: str, budget: Budget | None = None) -> Sources:
+    """The sources for ``budget`` (config.get_sources), with those that ``notebook`` reads (its record's ``sources``)
+    checked, and only those: a lesson that needs no bucket runs where the bucket cannot be reached. In a clone, a
+    stand-in that is not built is an error that says `make data`; the course installed alone (a lesson opened on its
+    own) builds the stand-ins the lesson reads, beside it."""
+    lesson, sources = lesson_named(notebook), config.get_sources(budget=budget)
+    if sources.kind == "standin" and not config.IN_A_CLONE:
+        from course import build  # torch and transformers build the stand-in model: imported only here
+
+        build.build_for(lesson.sources, config.data_folder())
+    return config.require_data(sources, lesson.sources)
 
 
 def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -140,10 +141,20 @@ def test_every_run_gets_a_name_of_its_own():
 def test_missing_stand_ins_say_make_data(tmp_path):
     with pytest.raises(FileNotFoundError, match="make data"):
         config.require_data(config.get_sources("standin", tmp_path))
-    import dataclasses
-
     here = dataclasses.replace(config.get_sources("real", tmp_path), imagenette=str(tmp_path), cifar10=str(tmp_path))
     assert config.require_data(here) is here  # Hub ids are left to the Hub; folders that exist pass
+
+
+def test_only_the_sources_a_lesson_names_are_checked(tmp_path):
+    missing = config.get_sources("standin", tmp_path)  # nothing built here
+    assert config.require_data(missing, ()) is missing  # a lesson that reads no data (00) runs without any
+    with pytest.raises(FileNotFoundError, match="stand-in `cifar10`.*make data"):
+        config.require_data(missing, ("cifar10",))
+    (tmp_path / "cifar10").mkdir()
+    built = dataclasses.replace(missing, cifar10=str(tmp_path / "cifar10"))
+    assert config.require_data(built, ("cifar10",)) is built  # the beans and the model are not looked for
+    with pytest.raises(ValueError, match="'cifar'.* are not sources"):
+        config.require_data(built, ("cifar",))
 
 
 def test_the_makefile_reads_course_sources_as_python_does():

@@ -102,3 +102,38 @@ def test_a_claim_holds_on_figures_that_show_it_and_not_on_others():
     alone = Claim("at least twice as fast", "speedup", 2.0)
     assert alone.holds({"speedup": 2.5}) and not alone.holds({"speedup": 1.5})
     assert str(faster) == "waits less: before_s >= 2 x after_s"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_lesson_checks_and_builds_only_the_sources_its_record_names(lesson, tmp_path, monkeypatch):
+    from course import build, lessons
+
+    built = []
+
+    def make(name: str, data_dir: Path, force: bool = False) -> Path:
+        built.append(name)
+        (data_dir / name).mkdir(parents=True, exist_ok=True)
+        (data_dir / name / "labels.csv").touch()  # the dogs-vs-fish stand-in's labels are a file in its folder
+        return data_dir / name
+
+    monkeypatch.setattr(config, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(build, "build", make)
+    monkeypatch.setattr(config, "IN_A_CLONE", True)
+    if lesson.sources:  # in a clone, a stand-in not built is an error that says `make data`
+        with pytest.raises(FileNotFoundError, match="make data"):
+            lessons.require_sources(lesson.notebook)
+    monkeypatch.setattr(config, "IN_A_CLONE", False)  # installed alone: what the lesson reads is built, once
+    assert lessons.require_sources(lesson.notebook).kind == "standin"
+    assert sorted(built) == sorted({build.FOR_SOURCE[source] for source in lesson.sources})
+    assert set(lesson.sources) <= {field.name for field in fields(config.Sources)}
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_every_lesson_checks_its_own_sources_first(lesson):
+    path = ROOT / "notebooks" / f"{lesson.notebook}.ipynb"
+    found = calls(path, "lessons.require_sources")
+    assert [ast.literal_eval(call.args[0]) for call in found] == [lesson.notebook], (
+        f"{path.name}: its first cells call lessons.require_sources({lesson.notebook!r}) once (only the sources its "
+        "record names are checked)"
+    )
+    assert not calls(path, "config.require_data"), f"{path.name}: config.require_data checks every source"
