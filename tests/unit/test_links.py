@@ -1,0 +1,41 @@
+"""The "Open in Colab" links follow the one repository URL that pyproject.toml declares (course.links): in the README's
+lesson table and in each lesson's header, built from it; where none is declared, no link anywhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from course import links
+from course.lessons import LESSONS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_colab_link_is_built_from_a_public_github_url_only(tmp_path):
+    url = links.colab_url("03_ray_data", "https://github.com/someone/vit-ray-course.git")
+    assert url == (
+        "https://colab.research.google.com/github/someone/vit-ray-course/blob/main/notebooks/03_ray_data.ipynb"
+    )
+    assert links.colab_url("03_ray_data", "https://gitlab.example.com/someone/course") is None
+    assert links.colab_url("03_ray_data", None) is None and links.colab_badge("03_ray_data", None) == ""
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n[project.urls]\nRepository = "https://github.com/a/b"\n')
+    assert links.repository_url(pyproject) == "https://github.com/a/b"
+    pyproject.write_text('[project]\nname = "x"\n')
+    assert links.repository_url(pyproject) is None
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_each_lesson_links_to_colab_exactly_where_a_url_is_declared(lesson):
+    badge = links.colab_badge(lesson.notebook, links.repository_url())
+    cells = json.loads((ROOT / "notebooks" / f"{lesson.notebook}.ipynb").read_text())["cells"]
+    header = "".join(cells[0]["source"])
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if f"`{lesson.notebook}`" in line)
+    if badge:
+        assert badge in header, f"{lesson.notebook}: its first cell lacks {badge}"
+        assert badge in row, f"README.md's row of {lesson.notebook} lacks {badge}"
+    else:  # no public URL declared: nothing for Colab to open
+        assert "colab.research.google.com" not in header + row, f"{lesson.notebook}: a Colab link with no URL declared"
