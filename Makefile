@@ -102,30 +102,18 @@ smoke: data ## every notebook at the smoke size through nbmake on the local 2-no
 solutions: data ## run the exercises' solutions (solutions/) on the local cluster: every check must pass
 	$(CLUSTER) $(BIN)/python scripts/run_course.py solutions/*.ipynb --executed results/executed-solutions
 
-# The tests' clusters are real clusters in small: their worker node shares no files with this checkout (see CLUSTER).
-# Two streams run side by side (scripts/side-by-side.sh; on 2 cores one Ray start-up step at a time leaves a core
-# idle), each on a cluster of its own, every line marked with its stream's name:
-#   lessons: the notebooks at the course size (00 to 05 and 07 in JupyterLab by the browser test; 02 once more), then
-#            the real sources at the smoke size (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts
-#            one (`make rehearse`: at the course size);
-#   checks:  every other test (unit, exercises' checks, clusters, notebook 06 and its service, the solutions).
-# Then the tests that read what both recorded: the claims each lesson's measurements must show, and the site, built
-# from the notebooks just executed and checked in Chromium (tests/site; skipped without Chromium). `|| [ $$? = 5 ]`:
-# MARK selected none of a command's tests.
-LESSON_RUNS := tests/browser tests/lessons/test_notebooks.py tests/lessons/test_rerun.py
-AFTER_BOTH := tests/lessons/test_what_they_show.py tests/site
-CHECKS_RAY_PORT := $(shell echo $$(( $(or $(COURSE_RAY_PORT),6389) + 100 )))
-PYTEST_MARK := -p no:cacheprovider $(if $(MARK),-m "$(MARK)")
-test: data ## everything: lint, format, unit tests, clusters whose worker node shares no files, every notebook (MARK=cluster: one group)
+# The tests' cluster is a real cluster in small: its worker node shares no files with this checkout (see CLUSTER).
+test: data ## everything: lint, format, unit tests, a cluster whose worker node shares no files, every notebook (MARK=cluster: one group)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	scripts/side-by-side.sh \
-	  lessons 'COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest $(PYTEST_MARK) -v $(LESSON_RUNS) || [ $$? = 5 ]; \
-	    s=$$?; COURSE_SMOKE=1 $(MAKE) --no-print-directory rehearse $(if $(MARK),MARK="$(MARK)") && exit $$s' \
-	  checks 'COURSE_RAY_ISOLATED_NODE=1 COURSE_RAY_PORT=$(CHECKS_RAY_PORT) $(CLUSTER) $(BIN)/pytest $(PYTEST_MARK) \
-	    $(addprefix --ignore=,$(LESSON_RUNS) $(AFTER_BOTH)) tests || [ $$? = 5 ]'
+	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") --ignore=tests/site tests
+	@# The site, from the notebooks just executed, checked in Chromium (tests/site; skipped without Chromium). 5: MARK
+	@# selected none of its tests.
 	$(MAKE) --no-print-directory site
-	$(BIN)/pytest $(PYTEST_MARK) $(AFTER_BOTH) || [ $$? = 5 ]
+	$(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/site || [ $$? = 5 ]
+	@# The real sources at the smoke size (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts one: every
+	@# notebook through the Hub's and S3's clients, in minutes (`make rehearse`: at the course size). 5: MARK selected none.
+	COURSE_SMOKE=1 $(MAKE) --no-print-directory rehearse $(if $(MARK),MARK="$(MARK)")
 
 # The real-sources rehearsal: every notebook with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1,
 # at the course size unless COURSE_SMOKE=1 (make test), on a cluster of its own: the peak memory it prints is a learner's.

@@ -73,7 +73,7 @@ def head_node_args(node: dict, port: int, head_only: bool) -> dict:
         "include_dashboard": True,  # also serves the state API that Ray Train's controller polls
         "dashboard_host": "127.0.0.1",
         "dashboard_port": port + 1,
-        # its agent on a free port, not Ray's default 52365: `make test` runs two clusters side by side
+        # its agent on a free port, not Ray's default 52365: two local clusters can run side by side
         "dashboard_agent_listen_port": 0,
     }
 

@@ -30,8 +30,8 @@ def test_every_lesson_ends_with_one_to_three_exercises_and_has_its_solutions():
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
 def test_the_solutions_pass_every_check(path: Path, tmp_path: Path, monkeypatch):
     number = path.stem.split("_")[0]
-    # the kernel keeps its results, the verdicts among them, in a folder of its own: the browser test, running beside
-    # this one in `make test`, records the lessons' "not done yet" verdicts in results/exercises/
+    # the kernel keeps its results, the verdicts among them, in a folder of its own: results/exercises/ holds the
+    # lessons' "not done yet" verdicts of the run before, which these must not be mixed with
     monkeypatch.setenv(config.RESULTS_DIR_ENV, str(tmp_path))
     outcome = run(path, EXECUTED, cell_timeout=600)
     assert outcome.ok, f"{path.name}: {outcome.status}"
