@@ -96,6 +96,12 @@ SETTINGS_PASSED_ON = (config.SOURCES_ENV, config.MODEL_ENV, config.BUDGET_ENV, c
 # Ray Train gives its controller, and through it the training workers and their Ray Data tasks, a runtime env of
 # its own: the RAY_TRAIN_* variables set in the driver, plus this one (ray.train.v2's data_parallel_trainer).
 TRAIN_CONTROLLER_ENV = {"RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0"}
+# Serve's replicas report the requests they hold themselves, for autoscaling (notebook 06). By default in Ray 2.60 the
+# handles that send requests report them instead: in about half the runs on 2 cores the controller then counted 0 in
+# flight at `Model` while a handle in the notebook kept 32 there for 90 s, and it never started a second replica. With
+# the replicas' own counts it scaled out in every run (the handles still report the requests they queue). Ray's docs
+# call replica-based collection the coming default.
+SERVE_ENV = {"RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE": "0"}
 # On this machine (a laptop's memory), workers give freed memory back to the system sooner. Ray keeps idle workers
 # for the next task, and an idle worker keeps what its last task had freed: pyarrow's own allocator (jemalloc) keeps
 # it, and so does glibc's heap, where an array of up to 32 MiB lands once glibc has raised its threshold for giving a
@@ -159,7 +165,7 @@ def job_env_vars() -> dict[str, str]:
         if is_on_this_machine(os.environ.get("RAY_ADDRESS"))
         else {}
     )
-    return course | passed | quiet | train | here
+    return course | passed | quiet | train | SERVE_ENV | here
 
 
 def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> dict[str, float]:
