@@ -364,6 +364,10 @@ LESSONS: tuple[Lesson, ...] = (
             Claim(
                 "on a laptop, composition costs requests per second", "throughput_batched", 1.0, "throughput_composed"
             ),
+            Claim(
+                "under load, autoscaling runs max_replicas replicas", "running_replicas_under_load", 1.0, "max_replicas"
+            ),
+            Claim("after the load, it is back to min_replicas", "min_replicas", 1.0, "running_replicas_after_load"),
         ),
     ),
     Lesson(
