@@ -44,7 +44,7 @@ def main() -> None:
         node_manager_port=0,
         include_log_monitor=True,  # its own: the head's cannot read this node's logs
     )
-    params.dashboard_agent_listen_port = None  # a free port: the head's agent has the default one
+    params.dashboard_agent_listen_port = None  # a free port, as the head's (local_cluster.head_node_args)
     node = ray._private.node.Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     deadline = time.monotonic() + 60
