@@ -76,7 +76,7 @@ $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	  $${index:+--index-url $$index --extra-index-url https://pypi.org/simple} torch==2.13.0; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(LOCK) uv; \
 	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -c $(LOCK) --override $(OVERRIDES) \
-	  --compile-bytecode -e ".[dev]"; \
+	  --compile-bytecode -e ".[playbook,lab,dev]"; \
 	echo "installed in $$(( $$(date +%s) - start )) s"
 	@$(MAKE) --no-print-directory hooks
 	@touch $@
@@ -163,7 +163,7 @@ lint: setup ## fix what ruff can fix
 	$(BIN)/ruff format .
 
 lock: setup ## re-resolve requirements/lock.txt for every supported platform (after editing pyproject.toml)
-	$(BIN)/python -m uv pip compile pyproject.toml --extra dev --universal --python-version $(LOWEST_PYTHON) \
+	$(BIN)/python -m uv pip compile pyproject.toml --all-extras --universal --python-version $(LOWEST_PYTHON) \
 	  --override $(OVERRIDES) --custom-compile-command "make lock" --quiet -o $(LOCK) $(if $(UPGRADE),--upgrade)
 
 sources: ## print the data/model sources setting as the Makefile reads it

@@ -7,6 +7,7 @@ README's lesson table and each lesson's header in step with this module).
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -34,3 +35,78 @@ def colab_badge(notebook: str, repository: str | None) -> str:
     """The markdown of an "Open in Colab" badge for ``notebook``, or "" where there is no URL to open it from."""
     url = colab_url(notebook, repository)
     return f"[![Open in Colab]({BADGE})]({url})" if url else ""
+
+
+# A lesson's first code cell (notebooks/*.ipynb): the course's package, installed where it is missing. It runs before
+# the course can be imported, so it is plain Python; `python -m course.links` writes it into every lesson from
+# :func:`install_cell`, and tests/unit/test_links.py keeps the two in step.
+INSTALL_CELL = """\
+# Run this cell first. In a clone of the course (after `make setup`) it does nothing. In a notebook opened on its own
+# (Colab, Kaggle, a Jupyter of your own) it installs the course's package with pip, about a minute, and leaves the
+# torch, transformers, datasets and accelerate already installed as they are; the next cell builds the data it reads.
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+
+if importlib.util.find_spec("course") is None:
+    package = os.environ.get("COURSE_PACKAGE") or {default}  # a checkout's path, a git URL, a version
+    if not package:
+        raise RuntimeError(
+            "The course is not installed, and this lesson names no repository to install it from. Set COURSE_PACKAGE "
+            "to a checkout's path or a git URL (os.environ['COURSE_PACKAGE'] = 'git+https://...'), or open the "
+            "lesson from a clone of the course after `make setup`."
+        )
+    print(f"installing the course from {{package}} (about a minute, once)")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)
+    importlib.invalidate_caches()  # this kernel finds the package just installed"""
+FIRST_LINE = INSTALL_CELL.split("\n", 1)[0]  # how the cell is found again
+
+
+def package_source(repository: str | None) -> str:
+    """What pip installs the course from by default: ``vit-ray-course @ git+<repository>``, or "" where none is
+    declared (then COURSE_PACKAGE must say)."""
+    return f"vit-ray-course @ git+{repository.removesuffix('/')}" if repository else ""
+
+
+def install_cell(repository: str | None) -> str:
+    """The source of every lesson's first code cell, installing from ``repository`` unless COURSE_PACKAGE says."""
+    return INSTALL_CELL.format(default=json.dumps(package_source(repository)))
+
+
+def write_install_cells(folder: Path = REPO_ROOT / "notebooks", repository: str | None = None) -> list[Path]:
+    """Put :func:`install_cell` into every lesson of ``folder`` as its first code cell (replacing an older one);
+    the lessons it changed."""
+    source = install_cell(repository if repository is not None else repository_url())
+    lines = source.split("\n")
+    cell_source = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    changed = []
+    for path in sorted(folder.glob("*.ipynb")):
+        notebook = json.loads(path.read_text())
+        cells = notebook["cells"]
+        first = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
+        if "".join(cells[first]["source"]).startswith(FIRST_LINE):
+            if cells[first]["source"] == cell_source:
+                continue
+            cells[first]["source"] = cell_source
+        else:
+            cells.insert(
+                first,
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "id": "install",
+                    "metadata": {},
+                    "outputs": [],
+                    "source": cell_source,
+                },
+            )
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        changed.append(path)
+    return changed
+
+
+if __name__ == "__main__":  # python -m course.links: after changing [project.urls] Repository in pyproject.toml
+    for written in write_install_cells():
+        print(f"wrote the install cell of {written.relative_to(REPO_ROOT)}")

@@ -197,6 +197,13 @@ SETTINGS = (
         "0",
         example="1",
     ),
+    Setting(
+        "COURSE_PACKAGE",
+        "where a lesson opened on its own (Colab, a Jupyter without the course) installs the course from, in its "
+        "first cell (course.links): a checkout's path, a git URL, or a version pip can install",
+        unset="the repository URL pyproject.toml declares ([project.urls] Repository); none declared: the cell asks",
+        example="git+https://github.com/you/vit-ray-course",
+    ),
     # The local Ray cluster (scripts/with-ray-cluster.sh).
     Setting("COURSE_RAY_PORT", "the local cluster's port on 127.0.0.1 (it takes the next one too)", "port", "6389"),
     Setting("COURSE_RAY_CPUS_PER_NODE", "logical CPUs of each node of the local cluster", "integer", "4", minimum=1),

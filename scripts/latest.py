@@ -74,9 +74,10 @@ def torch_source(choice: str) -> tuple[str, str]:
 
 
 def direct_dependencies() -> list[str]:
-    """The names in pyproject.toml's dependencies and its dev extra, in order, once each."""
+    """The names in pyproject.toml's dependencies and its extras (what `make setup` installs), in order, once each."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    names = [Requirement(r).name.lower() for r in [*project["dependencies"], *project["optional-dependencies"]["dev"]]]
+    extras = [r for extra in project["optional-dependencies"].values() for r in extra]
+    names = [Requirement(r).name.lower() for r in [*project["dependencies"], *extras]]
     return list(dict.fromkeys(names))
 
 

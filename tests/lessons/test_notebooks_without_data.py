@@ -1,8 +1,8 @@
 """Every notebook that reads data, started before `make data`, stops at its first cell with the message that says so.
 
-The first code cell of every notebook runs in one kernel (the imports are paid once), against an
-empty data folder; each must fail with a FileNotFoundError that says `make data`, except a lesson whose record
-(course.lessons) reads no data: it goes on.
+The first code cell of every notebook after its install cell (course.links, which does nothing here: the course is
+installed) runs in one kernel (the imports are paid once), against an empty data folder; each must fail with a
+FileNotFoundError that says `make data`, except a lesson whose record (course.lessons) reads no data: it goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-
 
 @pytest.fixture(scope="module")
 def first_cells(tmp_path_factory) -> dict[str, list[dict]]:
-    """The outputs of each notebook's first code cell, run against an empty data folder."""
+    """The outputs of each notebook's first code cell after the install cell, run against an empty data folder."""
     empty = tmp_path_factory.mktemp("no-data")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("COURSE_DATA_DIR", str(empty / "data"))
@@ -29,7 +29,7 @@ def first_cells(tmp_path_factory) -> dict[str, list[dict]]:
         cells = []
         for path in NOTEBOOKS:
             notebook = nbformat.read(path, as_version=4)
-            first = next(cell for cell in notebook.cells if cell.cell_type == "code")
+            first = next(cell for cell in notebook.cells if "lessons.require_sources(" in cell.source)
             cells.append(nbformat.v4.new_code_cell(first.source))
         combined = nbformat.v4.new_notebook(cells=cells)
         NotebookClient(combined, timeout=180, kernel_name="python3", allow_errors=True).execute(

@@ -11,11 +11,9 @@ import copy
 import re
 import shlex
 import sys
-import tomllib
 from pathlib import Path
 
 import yaml
-from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -36,16 +34,6 @@ SHARED_SETTINGS = ("COURSE_DATA_DIR", "COURSE_STORAGE_PATH")
 
 
 # ---- reading the files -------------------------------------------------------------------------------------------
-
-
-def pinned_in_pyproject(pyproject_text: str, package: str) -> str | None:
-    """The ``==`` version pyproject.toml's dependencies give ``package`` (torch stays pinned there), or None."""
-    for line in tomllib.loads(pyproject_text)["project"]["dependencies"]:
-        requirement = Requirement(line)
-        if requirement.name == package:
-            pins = [spec.version for spec in requirement.specifier if spec.operator == "=="]
-            return pins[0] if pins else None
-    return None
 
 
 def instructions(dockerfile_text: str) -> list[tuple[str, str]]:
@@ -314,7 +302,7 @@ def ray_address_problems(cluster: dict) -> list[str]:
 LOCK_TEXT = LOCK.read_text()
 RAY = doctor.locked_versions(LOCK_TEXT).get("ray")
 SUPPORTED = check_python.supported_minors(*check_python.required_range(PYPROJECT.read_text()))
-TORCH = pinned_in_pyproject(PYPROJECT.read_text(), "torch")
+TORCH = doctor.locked_versions(LOCK_TEXT).get("torch")  # pyproject.toml admits a range; the lock and make setup pin it
 DOCKERFILE_TEXT = DOCKERFILE.read_text()
 RAYCLUSTER_TEXT = RAYCLUSTER.read_text()
 DOCS = yaml_documents(RAYCLUSTER, STORAGE)
@@ -323,7 +311,7 @@ DOCS = yaml_documents(RAYCLUSTER, STORAGE)
 def test_the_lock_and_pyproject_pin_what_the_image_needs():
     assert RAY, "requirements/lock.txt pins no ray==: run `make lock`"
     assert TORCH == "2.13.0", (
-        f"pyproject.toml pins torch=={TORCH}: deploy/Dockerfile installs the same pin; change both"
+        f"requirements/lock.txt pins torch=={TORCH}: the Makefile and deploy/Dockerfile install 2.13.0; change all"
     )
     assert doctor.locked_versions("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n")["ray"] == "2.59.0"
     assert "ray" not in doctor.locked_versions("# ray==2.60.0\nraydium==1.0\n")

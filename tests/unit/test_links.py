@@ -39,3 +39,36 @@ def test_each_lesson_links_to_colab_exactly_where_a_url_is_declared(lesson):
         assert badge in row, f"README.md's row of {lesson.notebook} lacks {badge}"
     else:  # no public URL declared: nothing for Colab to open
         assert "colab.research.google.com" not in header + row, f"{lesson.notebook}: a Colab link with no URL declared"
+
+
+def test_the_install_cell_installs_from_the_declared_url_or_the_setting_and_only_where_the_course_is_missing():
+    declared = links.install_cell("https://github.com/someone/vit-ray-course")
+    assert '"vit-ray-course @ git+https://github.com/someone/vit-ray-course"' in declared
+    assert 'os.environ.get("COURSE_PACKAGE")' in declared and 'find_spec("course") is None' in declared
+    assert '"pip", "install", "--quiet", package]' in declared  # no --upgrade: what is installed stays
+    undeclared = links.install_cell(None)
+    assert 'or ""' in undeclared and "Set COURSE_PACKAGE" in undeclared
+    compile(declared, "install cell", "exec")  # plain Python, before the course can be imported
+
+
+def test_the_install_cell_asks_for_a_source_where_none_is_declared_and_does_nothing_where_the_course_is(monkeypatch):
+    monkeypatch.delenv("COURSE_PACKAGE", raising=False)
+    ran = []
+    monkeypatch.setattr("subprocess.run", lambda *args, **kwargs: ran.append(args))
+    exec(links.install_cell(None), {})  # the course is installed here: nothing to do
+    assert ran == []
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # as on a hosted runtime
+    with pytest.raises(RuntimeError, match="Set COURSE_PACKAGE to a checkout's path or a git URL"):
+        exec(links.install_cell(None), {})
+    monkeypatch.setenv("COURSE_PACKAGE", "/some/checkout")
+    exec(links.install_cell(None), {})
+    assert ran and ran[0][0][-2:] == ["--quiet", "/some/checkout"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_each_lesson_s_first_code_cell_is_the_install_cell_of_the_declared_url(lesson):
+    cells = json.loads((ROOT / "notebooks" / f"{lesson.notebook}.ipynb").read_text())["cells"]
+    first = next(cell for cell in cells if cell["cell_type"] == "code")
+    assert "".join(first["source"]) == links.install_cell(links.repository_url()), (
+        f"{lesson.notebook}: its first code cell is not the install cell: run `python -m course.links`"
+    )

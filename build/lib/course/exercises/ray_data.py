@@ -1,0 +1,378 @@
+"""The "Your turn" checks of notebook 03 (Ray Data) (rules: ``course.exercises.checking``)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from course.config import publish_folder, remove, shared_path
+from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
+
+CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's model with a new head, seeded
+
+
+@contextlib.contextmanager
+def _removed_afterwards(uri: str):
+    """Delete the folder at ``uri`` when the block ends."""
+    try:
+        yield uri
+    finally:
+        remove(uri)
+
+
+@contextlib.contextmanager
+def _ray_data_errors_unlogged():
+    """In the block, Ray Data does not log a failed task's tracebacks (two, 60 lines on stderr) before it raises: the
+    check names the learner's error itself, in one line."""
+    logger = logging.getLogger("ray.data")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
+    """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained,
+    written in ``folder`` (and copied to ``published``, a place every node reads, when given)."""
+    from ray.train import Checkpoint
+    from ray.train.huggingface.transformers import RayTrainReportCallback
+    from transformers import set_seed
+
+    from course.config import get_sources
+    from helpers.models import load_classifier, load_processor
+
+    pretrained = get_sources().model
+    set_seed(1)
+    model = load_classifier(pretrained, CONFIDENT_CLASSES)
+    torch.nn.init.normal_(model.classifier.weight, std=0.5)  # a head whose choice varies from image to image
+    torch.nn.init.zeros_(model.classifier.bias)
+    model_dir = folder / RayTrainReportCallback.CHECKPOINT_NAME
+    model.save_pretrained(model_dir)
+    load_processor(pretrained).save_pretrained(model_dir)
+    if published is not None:
+        return Checkpoint(publish_folder(folder, published))
+    return Checkpoint.from_directory(folder)
+
+
+def unseen_images() -> list[np.ndarray]:
+    """Images no lesson showed: random pixels, sizes of their own, one grayscale (H, W) and one RGBA."""
+    rng = np.random.default_rng(3)
+    sizes = [(40, 56, 3), (64, 64, 3), (30, 90), (77, 45, 3), (52, 52, 4), (64, 80, 3), (33, 33, 3)]
+    return [rng.integers(0, 256, size, dtype=np.uint8) for size in sizes]
+
+
+def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """The predicted class name and its softmax probability for each image, computed here; the probabilities as
+    float64, like the learner's column read back, so that a verdict prints 0.741, not float32's 0.7409999966621399."""
+    from helpers.features import pixel_values
+    from helpers.models import load_model, load_processor
+
+    with checkpoint.as_directory() as folder:
+        processor = load_processor(Path(folder) / "checkpoint")
+        model = load_model(Path(folder) / "checkpoint").eval()
+    with torch.no_grad():
+        probabilities = model(pixel_values=pixel_values(processor, images)).logits.softmax(-1)
+    confidence, ids = probabilities.max(-1)
+    return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy().astype(float)
+
+
+_WORK = {"loads": 0, "forwards": 0}  # in an actor of 03.1's check: models loaded, forward passes run
+
+
+def _count_model_work() -> None:
+    """In this process, count every ``from_pretrained`` of a transformers model and every forward pass of a model so
+    loaded, whatever its class (03.1's check runs the learner's class with it, in an actor of its own)."""
+    from transformers import PreTrainedModel
+
+    if getattr(PreTrainedModel, "_counted_by_check", False):
+        return
+    load = PreTrainedModel.from_pretrained.__func__
+
+    def count_forwards(model_class: type) -> None:
+        if model_class.__dict__.get("_forwards_counted"):
+            return
+        forward = model_class.forward
+
+        def counted_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _WORK["forwards"] += 1
+            return forward(self, *args, **kwargs)
+
+        model_class.forward = counted_forward
+        model_class._forwards_counted = True
+
+    def counted_load(cls: type, *args: Any, **kwargs: Any) -> Any:
+        _WORK["loads"] += 1
+        model = load(cls, *args, **kwargs)
+        count_forwards(type(model))
+        return model
+
+    PreTrainedModel.from_pretrained = classmethod(counted_load)
+    PreTrainedModel._counted_by_check = True
+
+
+def _watched_class(classifier_class: type) -> type:
+    """The learner's actor class, with what each call does counted: columns ``_loads`` and ``_forwards`` say how
+    many models its ``__call__`` loaded and how many forward passes it ran for that batch."""
+
+    class Watched(classifier_class):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from course.exercises import (
+                ray_data as exercises,  # the module's own counters, not a copy pickled with this class
+            )
+
+            exercises._count_model_work()
+            super().__init__(*args, **kwargs)
+
+        def __call__(self, batch: Any) -> Any:
+            from course.exercises import ray_data as exercises
+
+            before = dict(exercises._WORK)
+            out = super().__call__(batch)
+            if isinstance(out, dict) and "id" in out:
+                rows = len(out["id"])
+                out["_loads"] = np.full(rows, exercises._WORK["loads"] - before["loads"])
+                out["_forwards"] = np.full(rows, exercises._WORK["forwards"] - before["forwards"])
+            return out
+
+    Watched.__name__ = classifier_class.__name__  # Ray Data names the operator after it
+    return Watched
+
+
+def check_confident_classifier(classifier_class: type) -> Verdict:
+    """03.1: an actor class for ``map_batches`` that adds ``predicted`` and ``confidence`` to every row."""
+    import tempfile
+
+    import ray.data
+
+    def run() -> str:
+        if not isinstance(classifier_class, type):
+            raise AssertionError(
+                f"`{getattr(classifier_class, '__name__', classifier_class)}` is not a class: write a class whose "
+                "`__init__` loads the model once and whose `__call__` takes a batch, as `ImageClassifier` does"
+            )
+        if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
+            raise NotDone
+        attach_ray()
+        images = unseen_images()
+        published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
+        with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published), _ray_data_errors_unlogged():
+            checkpoint = confident_checkpoint(Path(folder), published)
+            names, confidence = _expected_confidence(checkpoint, images)
+            rows = [{"id": i, "image": image} for i, image in enumerate(images)]
+            try:
+                out = (
+                    ray.data.from_items(rows)
+                    .map_batches(
+                        _watched_class(classifier_class),
+                        fn_constructor_kwargs={"checkpoint": checkpoint},
+                        compute=ray.data.ActorPoolStrategy(size=1),
+                        batch_size=3,
+                    )
+                    .to_pandas()
+                )
+            except Exception as error:  # the learner's error, wrapped by Ray Data
+                failure = learner_error(error)
+                hint = (
+                    ": are the class names a list written in? The model names its own classes, "
+                    "`model.config.id2label[i]`, and this one has three"
+                    if failure.startswith("IndexError")
+                    else ". The images are of several sizes, one grayscale and one RGBA: `pixel_values(processor, "
+                    "images)` converts them to RGB"
+                    if any(word in failure.lower() for word in ("channel", "dimension", "shape", "mode", "mean"))
+                    else ""
+                )
+                raise AssertionError(f"running it on an actor pool raised {failure}{hint}") from None
+        columns = sorted(set(out.columns) - {"_loads", "_forwards"})
+        assert {"predicted", "confidence"} <= set(columns), (
+            f"the rows have the columns {columns}: add `predicted` and `confidence` to the batch"
+        )
+        assert {"id", "image"} <= set(columns), (
+            f"the rows have the columns {columns}: add your columns to the batch and return it whole, "
+            "the next stage needs the others"
+        )
+        assert len(out) == len(images), f"{len(out)} rows came out of {len(images)}: keep every row"
+        counted = {"_loads", "_forwards"} <= set(out.columns)  # per batch of 3 (see _watched_class)
+        loads, forwards = (int(out[column].max()) if counted else 0 for column in ("_loads", "_forwards"))
+        out = out.drop(columns=["_loads", "_forwards"], errors="ignore").sort_values("id")
+        predicted = [str(name) for name in out["predicted"]]
+        assert predicted == names, (
+            f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "
+            "`model.config.id2label[...]`, for each image (grayscale and RGBA ones converted to RGB)"
+        )
+        found = out["confidence"].to_numpy(dtype=float)
+        assert ((found >= 0) & (found <= 1)).all(), (
+            f"confidence {np.round(found, 3).tolist()}: a probability lies between 0 and 1; turn the logits into "
+            "probabilities with a softmax first"
+        )
+        assert np.allclose(found, confidence, atol=1e-4), (
+            f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
+            "probability of the *predicted* class, for each image"
+        )
+        assert loads == 0, (
+            "the answers are right, but your `__call__` loads the model, once for every batch: load it once, in "
+            "`__init__`, where each actor of the pool keeps it for all the batches it is given"
+        )
+        assert forwards <= 1, (
+            f"the answers are right, but the model ran {forwards} forward passes for a batch of 3 images: give it the "
+            "whole batch in one call (the processor takes a list of images), not one image at a time"
+        )
+        return (
+            f"{len(images)} images it had never seen, of several sizes and modes: every predicted class and its "
+            "probability right, the model loaded once per actor, one forward pass per batch"
+        )
+
+    def worth_running() -> bool:
+        return isinstance(classifier_class, type) and not (
+            untouched(classifier_class.__init__) or untouched(classifier_class.__call__)
+        )
+
+    return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
+
+
+READ_ONLY = (
+    "it wrote into the batch's image array, which Ray Data gives read-only: `map_batches` hands the function views "
+    "of its blocks without a copy (`zero_copy_batch=True`, the default), and such a write raises `ValueError: "
+    "assignment destination is read-only`. Build the mirrored images anew (a list, `np.where`, or `images.copy()` "
+    "first) and put them in the batch: `batch['image'] = ...`"
+)
+
+
+def called_as_map_batches(mirror_half: Callable[[dict], dict], batch: dict[str, np.ndarray]) -> Any:
+    """``mirror_half`` called on ``batch`` as ``map_batches`` hands it over (:func:`as_map_batches_gives`); a write
+    into its read-only columns is the finding :data:`READ_ONLY`, any other error :class:`Raised`."""
+    try:
+        return attempt(mirror_half, as_map_batches_gives(batch))
+    except Raised as error:
+        if "read-only" in str(error):
+            raise AssertionError(READ_ONLY) from None
+        raise
+
+
+def as_map_batches_gives(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A copy of ``batch`` as ``map_batches`` hands it to a function by default: each column read-only."""
+    given = {}
+    for name, column in batch.items():
+        given[name] = column.copy()
+        given[name].setflags(write=False)
+    return given
+
+
+MIRROR_BATCH = 100  # 03.2's first batch: not a batch size the lesson uses, so a length written in shows
+LARGE_BATCH = 5000  # 03.2's large batch: Ray Data gives batches of any size `map_batches(batch_size=...)` asks for
+ANY_BATCH_SIZE = "draw one choice for each image of the batch you are given (`len(batch['image'])`)"
+
+
+def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
+    """03.2: ``mirror_half(batch)`` mirrors about half of a batch's (H, W, C) images left to right, nothing else."""
+
+    def run() -> str:
+        rng = np.random.default_rng(0)
+        size = MIRROR_BATCH
+        images = rng.integers(0, 256, (size, 8, 10, 3), dtype=np.uint8)
+        paths = np.array([f"photo_{number:03d}.jpg" for number in range(size)])  # a column the lesson's batches lack
+        batch = {"image": images, "label": np.arange(size), "path": paths}
+        columns = list(batch)  # before the learner's function may change the batch
+        try:
+            out = called_as_map_batches(mirror_half, batch)
+        except Raised as error:
+            about_lengths = any(word in str(error) for word in ("zip()", "shape", "broadcast", "index"))
+            raise AssertionError(
+                f"on a batch of {size} images {error}" + (f": {ANY_BATCH_SIZE}" if about_lengths else "")
+            ) from None
+        assert isinstance(out, dict) and {"image", "label"} <= set(out), "return the batch: a dict with its columns" + (
+            "" if isinstance(out, dict) else f" (it returned {type(out).__name__ if out is not None else 'None'})"
+        )
+        result = np.asarray(out["image"])
+        assert len(result) != len(columns), (
+            f"{len(result)} images came back of {len(images)}: `len(batch)` counts the batch's columns "
+            f"({', '.join(columns)}), not its images. A batch is a dict of columns: {ANY_BATCH_SIZE}"
+        )
+        assert len(result) == len(images), (
+            f"{len(result)} images came back of {len(images)}: return every image, the chosen ones mirrored and the "
+            "others as they were (a filter such as `images[chosen]` drops the rest; a choice drawn for a fixed "
+            f"number of images, zipped with the batch, stops at that number: {ANY_BATCH_SIZE})"
+        )
+        assert result.shape == images.shape and result.dtype == images.dtype, (
+            f"images came back {result.shape} {result.dtype}, went in {images.shape} {images.dtype}: mirroring "
+            "changes neither the size nor the pixel type"
+        )
+        assert np.array_equal(out["label"], np.arange(size)), "the labels changed: mirror the images only"
+        dropped = [column for column in columns if column not in out]
+        assert not dropped, (
+            f"the batch's other column(s) {dropped} did not come back: a batch may hold more than `image` and "
+            "`label` (a file's path, its size), and `map_batches` keeps only what the function returns. Put the "
+            "mirrored images in the batch you were given and return it whole"
+        )
+        assert np.array_equal(out["path"], paths), "the `path` column changed: mirror the images only"
+        same = [np.array_equal(a, b) for a, b in zip(result, images, strict=True)]
+        mirrored = [np.array_equal(a, b[:, ::-1]) for a, b in zip(result, images, strict=True)]
+        upside_down = [np.array_equal(a, b[::-1]) for a, b in zip(result, images, strict=True)]
+        assert not any(u and not s for u, s in zip(upside_down, same, strict=True)), (
+            "some images are upside down: images are (height, width, channels), mirror along the width axis. On the "
+            "whole batch, an (N, H, W, C) array, `[:, ::-1]` flips axis 1, the height: mirror each image, "
+            "`image[:, ::-1]`, or the batch along axis 2, `images[:, :, ::-1]`"
+        )
+        colours = [np.array_equal(a, b[..., ::-1]) for a, b in zip(result, images, strict=True)]
+        assert not any(c and not s for c, s in zip(colours, same, strict=True)), (
+            "some images have their colour channels reversed (RGB became BGR): `image[..., ::-1]` flips the last "
+            "axis, the channels. Mirror along the width, axis 1 of an (H, W, C) image: `image[:, ::-1]`"
+        )
+        assert all(s or m for s, m in zip(same, mirrored, strict=True)), (
+            "some images are neither unchanged nor mirrored left to right: mirror an image whole, `image[:, ::-1]`"
+        )
+        share = sum(m and not s for m, s in zip(mirrored, same, strict=True)) / size
+        assert share not in (0, 1), (
+            f"{share:.0%} of the images were mirrored: every image of the batch got the same choice, as if one draw "
+            f"decided for the whole batch. Pick about half, at random: {ANY_BATCH_SIZE}"
+        )
+        assert 0.2 < share < 0.8, f"{share:.0%} of the images were mirrored: pick about half, at random"
+        large = LARGE_BATCH  # more images than a length written in "for any batch" (1000, 1024) draws for
+        tiny = rng.integers(0, 256, (large, 2, 3, 3), dtype=np.uint8)
+        try:
+            out = called_as_map_batches(mirror_half, {"image": tiny, "label": np.arange(large)})
+        except Raised as error:
+            raise AssertionError(f"on a batch of {large} images {error}: {ANY_BATCH_SIZE}") from None
+        returned = len(out["image"]) if isinstance(out, dict) and "image" in out else None
+        assert returned == large, (
+            f"on a batch of {large} images, {returned} came back: a choice drawn for a fixed number of images, "
+            f"zipped with the batch, stops at that number, and Ray Data's batches can be larger: {ANY_BATCH_SIZE}"
+        )
+        ragged = np.empty(4, dtype=object)  # real photos: a batch of images of different sizes
+        ragged[:] = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(5, 7), (9, 4), (6, 6), (3, 8)]]
+        try:
+            out = called_as_map_batches(mirror_half, {"image": ragged, "label": np.arange(4)})
+        except Raised as error:
+            raise AssertionError(
+                f"on a batch of 4 images of different sizes (real photos are) {error}: mirror each image by itself "
+                f"(such a batch is an array of separate images, not one 4-D array), and {ANY_BATCH_SIZE}"
+            ) from None
+        assert isinstance(out, dict) and len(out.get("image", [])) == 4, (
+            "on a batch of 4 images of different sizes (real photos are) it did not return the 4 images: mirror "
+            "each image by itself, and return the batch"
+        )
+        kept = [
+            np.array_equal(a, b) or np.array_equal(a, b[:, ::-1]) for a, b in zip(out["image"], ragged, strict=True)
+        ]
+        assert all(kept), (
+            "on a batch of images of different sizes (real photos are) some images came back changed: mirror each "
+            "image by itself"
+        )
+        again = called_as_map_batches(mirror_half, {"image": images, "label": np.arange(size), "path": paths})
+        chosen_again = [np.array_equal(a, b[:, ::-1]) for a, b in zip(np.asarray(again["image"]), images, strict=True)]
+        assert chosen_again != [m and not s for m, s in zip(mirrored, same, strict=True)], (
+            "called twice on the same batch, it mirrored the same images both times: the choice is not random (a "
+            "fixed pattern, or a generator seeded with the same number at every call), so epoch after epoch the "
+            "same images of a batch are mirrored. Draw anew at each call: `np.random.default_rng()` without a seed"
+        )
+        return f"{share:.0%} of {size} images mirrored left to right, the rest untouched, labels kept"
+
+    return check("03.2", run)

@@ -1,0 +1,179 @@
+"""Watching a learner's function on Ray Train workers, for the checks of notebooks 02b and 04: every
+worker is watched, and one that waits at ``ray.train.report`` for a worker that has ended or not come, or that runs
+past its limit, is stopped; the verdict names the rule it broke"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from course.deadline import Late, within
+
+RESUME_WORKERS = 2  # on one worker, reporting on rank 0 only would pass: with two it would hang (see run_watched)
+
+
+WORKER_LIMIT_S = 150  # how long a check's Ray Train worker may run the learner's function
+
+
+BARRIER_WAIT_S = 45  # how long a worker may wait in a report while another worker has reported fewer times
+
+
+RUN_LIMIT_S = 420  # how long a check waits for its Ray Train run (start-up, a restart, the learner's function)
+
+
+class Crash:
+    """Remembers whether the check's worker has died yet: it dies once, whatever the learner's function reports."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def happened(self) -> bool:
+        return self.done
+
+    def now(self) -> bool:
+        """True the first time only: the caller dies."""
+        first, self.done = not self.done, True
+        return first
+
+
+class Reports:
+    """What each worker of a check's Ray Train run did with ``ray.train.report``, kept where the driver reads it.
+
+    Workers are named ``"<attempt>/<rank>"``; each call is a dict (``checkpoint``: whether one was attached, and
+    what the check measured around it)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[dict]] = {}
+        self.ended: dict[str, int] = {}  # calls made when the worker's function returned
+        self.stopped: list[dict] = []  # workers the check stopped, and why
+
+    def begin(self, worker: str) -> bool:
+        """``worker``'s function starts; False when the check has stopped a worker of this run already."""
+        self.calls.setdefault(worker, [])
+        return not self.stopped
+
+    def called(self, worker: str, call: dict) -> None:
+        self.calls.setdefault(worker, []).append(call)
+
+    def end(self, worker: str) -> None:
+        self.ended[worker] = len(self.calls.get(worker, []))
+
+    def waits_in_vain(self, worker: str, calls: int, waited_s: float) -> str | None:
+        """Another worker of the same attempt that made fewer calls than ``worker`` has, and either ended (it will
+        never come) or has not come for ``BARRIER_WAIT_S`` seconds while ``worker`` waits in its report. Ray Train
+        V2's report is a barrier that every worker must reach."""
+        attempt = worker.split("/")[0]
+        for other in self.calls:  # every worker that began, reported or not
+            if other == worker or other.split("/")[0] != attempt:
+                continue
+            made = self.ended.get(other, len(self.calls.get(other, [])))
+            if made < calls and (other in self.ended or waited_s > BARRIER_WAIT_S):
+                return other
+        return None
+
+    def stop(self, why: dict) -> None:
+        self.stopped.append(why)
+
+    def state(self) -> dict:
+        return {"calls": self.calls, "ended": self.ended, "stopped": self.stopped}
+
+
+def run_watched(
+    learner: Callable[[dict], Any],
+    loop_config: dict,
+    reports: Any,
+    attempt: int = 1,
+    limit_s: float = WORKER_LIMIT_S,
+    before_report: Callable[[dict], None] | None = None,
+    measure: Callable[[], dict] | None = None,
+) -> None:
+    """Run the learner's Ray Train function on this worker with its ``ray.train.report`` calls counted in
+    ``reports`` (a ``Reports`` actor). A watchdog stops this worker (its process ends, as a lost machine's would)
+    when it waits at a report that another worker will never reach, or when it runs past ``limit_s``: the run then
+    fails, and the check reads why from ``reports``. ``before_report(metrics)`` runs before each report (02b's
+    crash); ``measure()`` adds what the check measured to each call's entry (04.2's batch losses)."""
+    import os
+    import signal
+    import time
+
+    import ray
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    worker = f"{attempt}/{rank}"
+    if not ray.get(reports.begin.remote(worker)):  # an earlier attempt was stopped: no second wait
+        raise RuntimeError("the check stopped this run")
+    real = ray.train.report
+    now = {"calls": 0, "in_report": False, "since": 0.0}
+
+    def report(metrics: Any, *args: Any, **kwargs: Any) -> None:
+        now["calls"] += 1
+        checkpoint = kwargs.get("checkpoint", args[0] if args else None)
+        entry: dict[str, Any] = {"checkpoint": checkpoint is not None}
+        if isinstance(metrics, dict) and isinstance(metrics.get("loss"), int | float):
+            entry["loss"] = float(metrics["loss"])
+        ray.get(reports.called.remote(worker, entry | (measure() if measure else {})))
+        if before_report is not None and isinstance(metrics, dict):
+            before_report(metrics)
+        now["in_report"], now["since"] = True, time.monotonic()
+        try:
+            real({**metrics, "attempt": attempt} if isinstance(metrics, dict) else metrics, *args, **kwargs)
+        finally:
+            now["in_report"] = False
+
+    ended = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + limit_s
+        while not ended.wait(1.0):
+            waited_s = time.monotonic() - now["since"]
+            waited_for = now["in_report"] and ray.get(reports.waits_in_vain.remote(worker, now["calls"], waited_s))
+            if waited_for or time.monotonic() > deadline:
+                why = {"worker": worker, "calls": now["calls"], "in_report": now["in_report"], "waited_for": waited_for}
+                ray.get(reports.stop.remote(why))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+    ray.train.report = report
+    try:
+        learner(loop_config)
+    finally:
+        ray.train.report = real
+        ended.set()
+        ray.get(reports.end.remote(worker))
+
+
+def stopped_finding(stopped: list[dict], limit_s: float) -> str:
+    """What a check says of a run whose worker it stopped: the rule the learner's function broke."""
+    why = stopped[0]
+    rank, calls = why["worker"].split("/")[1], why["calls"]
+    if why["waited_for"]:
+        other = why["waited_for"].split("/")[1]
+        return (
+            f"worker {rank} called `ray.train.report` {calls} {'time' if calls == 1 else 'times'}, worker {other} "
+            "fewer: `ray.train.report` "
+            f"waits until every worker has called it, so worker {rank} would have waited forever (the check "
+            "stopped it: Ray's lines above about a worker that died or was killed are about that worker, not "
+            "your memory). Every worker calls `ray.train.report`, as often as the others; only rank 0 attaches a "
+            "checkpoint (the others pass `checkpoint=None`)"
+        )
+    where = f"in its call number {calls} of `ray.train.report`" if why["in_report"] else "outside `ray.train.report`"
+    return (
+        f"worker {rank} was still running your function after {limit_s:.0f} s, {where}: look for a loop that never "
+        "ends, or a wait for something that never comes. Remember that `ray.train.report` waits until every "
+        "worker has called it"
+    )
+
+
+def fit_within(trainer: Any, limit_s: float = RUN_LIMIT_S) -> Any:
+    """``trainer.fit()`` in a thread, waited for at most ``limit_s`` seconds: its result, or its exception raised
+    here; an AssertionError when the run is still going at the limit (left running: Ray Train has no public way to
+    stop it from here)."""
+    try:
+        return within(trainer.fit, limit_s=limit_s)
+    except Late:
+        raise AssertionError(
+            f"the run did not finish within {limit_s:.0f} s: were its workers ever started (enough free CPUs on the "
+            "cluster)? Does your function end?"
+        ) from None
