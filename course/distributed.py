@@ -29,7 +29,6 @@ import ray
 import torch.distributed as dist
 from ray.train.backend import Backend
 from ray.train.torch import TorchConfig
-from ray.train.xgboost import XGBoostConfig
 
 from course import config
 from course.cluster import is_on_this_machine
@@ -148,22 +147,30 @@ class NoCollectiveBackend(Backend):
     """A backend that connects nothing: a single worker trains alone, with no socket for (absent) peers."""
 
 
-@dataclass
-class SingleWorkerXGBoostConfig(XGBoostConfig):
-    """XGBoost without its collective: ``xgboost.train`` in one worker, no tracker, no listening socket."""
+def xgboost_config():
+    """The `xgboost_config` for an `XGBoostTrainer`: no collective on this machine, Ray's default elsewhere.
 
-    @property
-    def backend_cls(self):
-        return NoCollectiveBackend
+    Imported here, not at the top: `ray.train.xgboost` imports XGBoost itself, which only notebook 05 needs (the
+    course's `playbook` extra; a hosted runtime may have none).
+    """
+    from ray.train.xgboost import XGBoostConfig
 
-    @property
-    def train_func_context(self):
-        return contextlib.nullcontext
+    if not is_on_this_machine(os.environ.get("RAY_ADDRESS")):
+        return XGBoostConfig()
 
+    @dataclass
+    class SingleWorkerXGBoostConfig(XGBoostConfig):
+        """XGBoost without its collective: ``xgboost.train`` in one worker, no tracker, no listening socket."""
 
-def xgboost_config() -> XGBoostConfig:
-    """The `xgboost_config` for an `XGBoostTrainer`: no collective on this machine, Ray's default elsewhere."""
-    return SingleWorkerXGBoostConfig() if is_on_this_machine(os.environ.get("RAY_ADDRESS")) else XGBoostConfig()
+        @property
+        def backend_cls(self):
+            return NoCollectiveBackend
+
+        @property
+        def train_func_context(self):
+            return contextlib.nullcontext
+
+    return SingleWorkerXGBoostConfig()
 
 
 def tensorflow_config():
