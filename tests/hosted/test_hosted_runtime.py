@@ -28,8 +28,11 @@ from course import links
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "02_ray_train_finetune"  # Ray Train on one node, over transformers, datasets and accelerate
-# Google Colab's runtime since 2026-08-19 (googlecolab/backend-info): the lowest versions pyproject.toml admits
-HOSTED = {"transformers": "5.15.0", "datasets": "4.0.0", "accelerate": "1.14.0"}
+# Google Colab's runtime since 2026-08-19 (googlecolab/backend-info): the lowest versions pyproject.toml admits. But
+# transformers: Colab's 5.15 has torchvision beside it, and 5.15 to 5.17 export a placeholder for AutoImageProcessor
+# where torchvision is missing; no torchvision loads with the CPU torch here, so this runtime takes 5.18.0, the lowest
+# release without that placeholder (docs/development.md, "A lesson on a hosted runtime").
+HOSTED = {"transformers": "5.18.0", "datasets": "4.0.0", "accelerate": "1.14.0"}
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 pytestmark = [pytest.mark.network, pytest.mark.notebook]
 
