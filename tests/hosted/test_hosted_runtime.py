@@ -83,7 +83,20 @@ def runtime_processes(venv: Path) -> list[psutil.Process]:
     return found
 
 
+def other_rays() -> list[str]:
+    """The command lines of Ray's GCS servers running on this machine: `ray.init()` with no address attaches to one."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "gcs_server" or "gcs_server" in " ".join(process.info["cmdline"] or ())[:300]:
+            found.append(" ".join(process.info["cmdline"] or ())[:120])
+    return found
+
+
 def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_and_runs(tmp_path, monkeypatch):
+    assert not other_rays(), (
+        f"a Ray cluster runs on this machine, which the lesson's ray.init() would attach to: {other_rays()}. Run this "
+        "test with no cluster up, as `make test` does (after its first session)."
+    )
     started = time.monotonic()
     venv = tmp_path / "runtime"
     python = hosted_runtime(venv)
