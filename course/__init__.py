@@ -20,7 +20,8 @@ internals                   every reach into Ray's, torch's and transformers' in
 resources                   hardware: a GPU in this process, precision, and the plan of workers and actors
 deadline                    running code that may hang or fail: under a time limit, its error in one line (the checks,
                             the doctor)
-links                       the "Open in Colab" links, built from the repository URL pyproject.toml declares (if any)
+links                       what the repository URL pyproject.toml declares (if any) gives: the "Open in Colab" links,
+                            and each lesson's install cell
 results                     each notebook's headline figure, checked against its floor, for `make run`'s table
 plots                       image grids, training curves, confusion matrices
 display                     small metric tables in a notebook

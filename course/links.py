@@ -1,8 +1,9 @@
-"""Links built from the course's one declared repository URL (pyproject.toml, ``[project.urls] Repository``).
+"""What is built from the course's one declared repository URL (pyproject.toml, ``[project.urls] Repository``).
 
 "Open in Colab" opens a lesson straight from the repository on GitHub. Where pyproject.toml declares no public
 GitHub URL, there is nothing for Colab to open, and no link is printed anywhere (tests/unit/test_links.py keeps the
-README's lesson table and each lesson's header in step with this module).
+README's lesson table and each lesson's header in step with this module). Each lesson's install cell, its first code
+cell, installs the course from the same URL where the course is missing (COURSE_PACKAGE overrides it).
 """
 
 from __future__ import annotations
