@@ -373,6 +373,33 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             "fixed pattern, or a generator seeded with the same number at every call), so epoch after epoch the "
             "same images of a batch are mirrored. Draw anew at each call: `np.random.default_rng()` without a seed"
         )
-        return f"{share:.0%} of {size} images mirrored left to right, the rest untouched, labels kept"
+        through = through_ray_data(mirror_half, images, paths)
+        return (
+            f"{share:.0%} of {size} images mirrored left to right, the rest untouched, labels kept; in Ray Data's "
+            f"map_batches too, as the lesson runs it ({through} rows, every column kept)"
+        )
 
-    return check("03.2", run)
+    return check("03.2", run, limit_s=120, late="Does your function return for every batch?")
+
+
+def through_ray_data(mirror_half: Callable[[dict], dict], images: np.ndarray, paths: np.ndarray) -> int:
+    """``mirror_half`` run by Ray Data, as the lesson runs it (``map_batches`` on a dataset of the images, their
+    labels and paths): the rows that came out, all of them with every column, or the finding."""
+    import ray.data
+
+    attach_ray()
+    pairs = enumerate(zip(images, paths, strict=True))
+    rows = [{"image": image, "label": label, "path": path} for label, (image, path) in pairs]
+    with _ray_data_errors_unlogged():
+        try:
+            out = ray.data.from_items(rows).map_batches(mirror_half, batch_size=len(rows) // 4).take_all()
+        except Exception as error:  # the learner's error, wrapped by Ray Data
+            failure = learner_error(error)
+            raise AssertionError(
+                READ_ONLY if "read-only" in failure else f"run by Ray Data's map_batches, it raised {failure}"
+            ) from None
+    assert len(out) == len(rows), f"run by Ray Data's map_batches, {len(out)} rows came out of {len(rows)}"
+    assert all({"image", "label", "path"} <= set(row) for row in out), (
+        "run by Ray Data's map_batches, some rows lost a column: return the batch you were given, whole"
+    )
+    return len(out)

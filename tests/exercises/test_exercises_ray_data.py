@@ -93,26 +93,6 @@ def test_mirror_half_names_each_half_right_answer():
     expect(check(in_place_without_return), checking.WRONG, "return the batch")
     expect(check(todo), checking.NOT_DONE)
 
-    import random
-
-    def with_random(batch):
-        batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
-        return batch
-
-    rng = np.random.default_rng()
-
-    def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
-        images = batch["image"]
-        chosen = rng.random(len(images)) < 0.5
-        if isinstance(images, np.ndarray) and images.dtype != object:
-            batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
-        else:
-            batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
-        return batch
-
-    expect(check(with_random), checking.DONE)
-    expect(check(with_a_mask), checking.DONE)
-
 
 def test_mirror_half_refuses_a_write_into_the_batch_and_a_batch_without_its_other_columns():
     """03.2: Ray Data's batches are read-only views of its blocks (``zero_copy_batch=True``), and hold more columns
@@ -132,15 +112,6 @@ def test_mirror_half_refuses_a_write_into_the_batch_and_a_batch_without_its_othe
     check = ray_data.check_mirror_half
     expect(check(in_place), checking.WRONG, "read-only", "zero_copy_batch=True", "Build the mirrored images anew")
     expect(check(two_columns), checking.WRONG, "other column(s) ['path']", "return it whole")
-
-    def a_copy_written_into(batch):  # right: the copy is the function's own
-        images = batch["image"].copy()
-        chosen = np.random.default_rng().random(len(images)) < 0.5
-        for index in np.flatnonzero(chosen):
-            images[index] = images[index][:, ::-1]
-        return batch | {"image": images}
-
-    expect(check(a_copy_written_into), checking.DONE)
 
 
 def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts():
@@ -251,6 +222,42 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
 
     expect(check(a_list), checking.WRONG, "a dict with its columns (it returned list)")
     expect(check(one_4d_array), checking.WRONG, "different sizes", "not one 4-D array")
+
+
+def with_random(batch):
+    import random
+
+    batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
+    return batch
+
+
+def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
+    images = batch["image"]
+    chosen = np.random.default_rng().random(len(images)) < 0.5
+    if isinstance(images, np.ndarray) and images.dtype != object:
+        batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
+    else:
+        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
+    return batch
+
+
+def a_copy_written_into(batch):  # right: the copy is the function's own
+    images = batch["image"].copy()
+    chosen = np.random.default_rng().random(len(images)) < 0.5
+    for index in np.flatnonzero(chosen):
+        images[index] = images[index][:, ::-1]
+    return batch | {"image": images}
+
+
+@pytest.mark.cluster
+def test_the_mirror_check_runs_right_answers_in_ray_data_as_the_lesson_does():
+    """03.2: after its own batches, the check runs the answer through Ray Data's ``map_batches`` (read-only batches,
+    every column kept): three right answers, written differently, pass there too."""
+    from course.cluster import init_ray
+
+    init_ray()
+    for right in (with_random, with_a_mask, a_copy_written_into):
+        expect(ray_data.check_mirror_half(right), checking.DONE, "in Ray Data's map_batches too")
 
 
 @pytest.mark.cluster
