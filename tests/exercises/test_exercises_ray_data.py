@@ -224,31 +224,6 @@ def test_mirror_half_refuses_the_wrong_axis_one_coin_per_batch_and_a_fixed_lengt
     expect(check(one_4d_array), checking.WRONG, "different sizes", "not one 4-D array")
 
 
-def with_random(batch):
-    import random
-
-    batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
-    return batch
-
-
-def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
-    images = batch["image"]
-    chosen = np.random.default_rng().random(len(images)) < 0.5
-    if isinstance(images, np.ndarray) and images.dtype != object:
-        batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
-    else:
-        batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
-    return batch
-
-
-def a_copy_written_into(batch):  # right: the copy is the function's own
-    images = batch["image"].copy()
-    chosen = np.random.default_rng().random(len(images)) < 0.5
-    for index in np.flatnonzero(chosen):
-        images[index] = images[index][:, ::-1]
-    return batch | {"image": images}
-
-
 @pytest.mark.cluster
 def test_the_mirror_check_runs_right_answers_in_ray_data_as_the_lesson_does():
     """03.2: after its own batches, the check runs the answer through Ray Data's ``map_batches`` (read-only batches,
@@ -256,6 +231,30 @@ def test_the_mirror_check_runs_right_answers_in_ray_data_as_the_lesson_does():
     from course.cluster import init_ray
 
     init_ray()
+
+    # defined here, not at the module's top: Ray's workers get them by value, as they get a notebook's
+    def with_random(batch):
+        import random
+
+        batch["image"] = [np.fliplr(image) if random.random() < 0.5 else image for image in batch["image"]]
+        return batch
+
+    def with_a_mask(batch):  # a batch of one size at once; images of different sizes one by one
+        images = batch["image"]
+        chosen = np.random.default_rng().random(len(images)) < 0.5
+        if isinstance(images, np.ndarray) and images.dtype != object:
+            batch["image"] = np.where(chosen[:, None, None, None], images[:, :, ::-1], images)
+        else:
+            batch["image"] = [image[:, ::-1] if flip else image for image, flip in zip(images, chosen, strict=True)]
+        return batch
+
+    def a_copy_written_into(batch):  # right: the copy is the function's own
+        images = batch["image"].copy()
+        chosen = np.random.default_rng().random(len(images)) < 0.5
+        for index in np.flatnonzero(chosen):
+            images[index] = images[index][:, ::-1]
+        return batch | {"image": images}
+
     for right in (with_random, with_a_mask, a_copy_written_into):
         expect(ray_data.check_mirror_half(right), checking.DONE, "in Ray Data's map_batches too")
 
