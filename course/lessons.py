@@ -48,6 +48,8 @@ class Lesson:
     reads: tuple[str, ...] = ()  # other lessons' sections it reads too (07 starts from 04's choices: "cifar")
     shared: tuple[str, ...] = ()  # the fields every lesson shares that it reads too (config.Budget.shared)
     sources: tuple[str, ...] = ()  # what it reads from config.Sources
+    # modules it imports beyond the course's own dependencies (pyproject.toml's extras), checked by require_sources
+    packages: tuple[str, ...] = ()
     plan: Callable[[Any, Any], str] = lambda budget, plan: ""  # what it asks Ray for (make doctor), from budget, plan
     # what it runs on each GPU of a plan with GPUs, from the budget and the plan: the GpuWork below, whose memory and
     # time make doctor estimates for the cluster's GPU (gpu_estimates)
@@ -323,6 +325,7 @@ LESSONS: tuple[Lesson, ...] = (
         budget="playbook",
         shared=("max_workers",),
         sources=("cifar10",),
+        packages=("xgboost",),  # TensorFlow too where it has wheels: the notebook skips its step without it
         plan=lambda b, p: f"{_workers(p)}, {b.playbook.rows} rows, XGBoost and TensorFlow",
         gpu_work=_playbook_on_gpus,
         reference_seconds=114,
@@ -424,11 +427,25 @@ def require_sources(notebook: str, budget: Budget | None = None) -> Sources:
     stand-in that is not built is an error that says `make data`; the course installed alone (a lesson opened on its
     own) builds the stand-ins the lesson reads, beside it."""
     lesson, sources = lesson_named(notebook), config.get_sources(budget=budget)
+    require_packages(lesson)
     if sources.kind == "standin" and not config.IN_A_CLONE:
         from course import build  # torch and transformers build the stand-in model: imported only here
 
         build.build_for(lesson.sources, config.data_folder())
     return config.require_data(sources, lesson.sources)
+
+
+def require_packages(lesson: Lesson) -> None:
+    """Stop with the fix where a module ``lesson`` imports beyond the course's dependencies is missing (on a hosted
+    runtime, or in an environment of your own: `make setup` installs them all)."""
+    import importlib.util
+
+    missing = [name for name in lesson.packages if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ModuleNotFoundError(
+            f"{lesson.notebook} imports {', '.join(missing)}, which this environment lacks: `pip install "
+            f"{' '.join(missing)}` (in a clone of the course, `make setup` installs it)"
+        )
 
 
 def describe(sources: Sources, budget: Budget, plan: object | None = None, lesson: str | None = None) -> str:

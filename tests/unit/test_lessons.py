@@ -128,6 +128,21 @@ def test_a_lesson_checks_and_builds_only_the_sources_its_record_names(lesson, tm
     assert set(lesson.sources) <= {field.name for field in fields(config.Sources)}
 
 
+def test_a_lesson_whose_extra_module_is_missing_stops_first_with_the_install_command(monkeypatch):
+    """05 imports XGBoost, an extra (`playbook`) a hosted runtime may lack: its first cell says what to install, before
+    any data is looked at; the lessons that need nothing extra go on."""
+    import importlib.util
+
+    from course import lessons
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "xgboost" else real_find_spec(name))
+    with pytest.raises(ModuleNotFoundError, match=r"imports xgboost.*`pip install xgboost`.*make setup"):
+        lessons.require_packages(lessons.lesson_named("05_data_loading_playbook"))
+    lessons.require_packages(lessons.lesson_named("04_cifar10_pytorch_to_ray"))  # nothing beyond the dependencies
+    assert all(real_find_spec(name) for lesson in LESSONS for name in lesson.packages), "make setup installs them all"
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_every_lesson_checks_its_own_sources_first(lesson):
     path = ROOT / "notebooks" / f"{lesson.notebook}.ipynb"
