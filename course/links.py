@@ -79,31 +79,20 @@ def install_cell(repository: str | None) -> str:
 def write_install_cells(folder: Path = REPO_ROOT / "notebooks", repository: str | None = None) -> list[Path]:
     """Put :func:`install_cell` into every lesson of ``folder`` as its first code cell (replacing an older one);
     the lessons it changed."""
+    import nbformat
+
     source = install_cell(repository if repository is not None else repository_url())
-    lines = source.split("\n")
-    cell_source = [line + "\n" for line in lines[:-1]] + [lines[-1]]
     changed = []
     for path in sorted(folder.glob("*.ipynb")):
-        notebook = json.loads(path.read_text())
-        cells = notebook["cells"]
-        first = next(i for i, cell in enumerate(cells) if cell["cell_type"] == "code")
-        if "".join(cells[first]["source"]).startswith(FIRST_LINE):
-            if cells[first]["source"] == cell_source:
-                continue
-            cells[first]["source"] = cell_source
+        notebook = nbformat.read(path, as_version=4)
+        first = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
+        if notebook.cells[first].source == source:
+            continue
+        if notebook.cells[first].source.startswith(FIRST_LINE):
+            notebook.cells[first].source = source
         else:
-            cells.insert(
-                first,
-                {
-                    "cell_type": "code",
-                    "execution_count": None,
-                    "id": "install",
-                    "metadata": {},
-                    "outputs": [],
-                    "source": cell_source,
-                },
-            )
-        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+            notebook.cells.insert(first, nbformat.v4.new_code_cell(source))
+        nbformat.write(notebook, path)
         changed.append(path)
     return changed
 
