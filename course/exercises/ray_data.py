@@ -379,7 +379,7 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             f"map_batches too, as the lesson runs it ({through} rows, every column kept)"
         )
 
-    return check("03.2", run, limit_s=120, late="Does your function return for every batch?")
+    return check("03.2", run, late="Does your function return for every batch?")
 
 
 def through_ray_data(mirror_half: Callable[[dict], dict], images: np.ndarray, paths: np.ndarray) -> int:
