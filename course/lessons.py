@@ -286,6 +286,12 @@ LESSONS: tuple[Lesson, ...] = (
         gpu_work=_dogs_on_gpus,
         reference_seconds=73,
         real_reference_seconds=277,  # the real-sources rehearsal, 2026-11-25
+        # the classifier's pool (section 6): 2 actors on this machine, 200 held-out images in batches of 64
+        claims=(
+            Claim(
+                "the pool labels more batches than it loads the model", "classifier_batches", 1.5, "classifier_loads"
+            ),
+        ),
     ),
     Lesson(
         notebook="04_cifar10_pytorch_to_ray",

@@ -50,6 +50,10 @@ def test_classifier_labels_a_whole_batch_in_one_forward_pass(model_dir):
     assert len(calls) == 1
     assert out["predicted"].shape == (3,) and set(out["predicted"]) <= {"dog", "fish"}
     assert out["label"].tolist() == ["fish", "dog", "fish"]  # the other columns pass through
+    again = classifier(image_batch())  # the same actor's next batch: its name, drawn once, and its count of batches
+    assert set(out["actor"]) == set(again["actor"]) and len(set(out["actor"])) == 1
+    assert out["batch"].tolist() == [1, 1, 1] and again["batch"].tolist() == [2, 2, 2]
+    assert set(ImageClassifier(Checkpoint.from_directory(model_dir))(image_batch())["actor"]) != set(out["actor"])
 
 
 def test_the_helpers_classifier_labels_as_notebook_03s_does(model_dir):
