@@ -44,8 +44,8 @@ def colab_badge(notebook: str, repository: str | None) -> str:
 INSTALL_CELL = """\
 # Run this cell first. In a clone of the course (after `make setup`) it does nothing. In a notebook opened on its own
 # (Colab, Kaggle, a Jupyter of your own) it installs the course's package with pip, about a minute, and leaves the
-# torch, transformers, datasets and accelerate already installed as they are; the next cell builds the data it reads.
-import importlib
+# torch, transformers, datasets and accelerate already installed as they are; the next cell builds what data the
+# lesson reads.
 import importlib.util
 import os
 import subprocess

@@ -125,9 +125,12 @@ def main() -> int:
     run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"], check=True)
     how, why = torch_source(torch_choice)
     overrides = OUT / "overrides.txt"
-    overrides.write_text(OVERRIDES.read_text() + ("\ntorch\n" if how != "locked" else ""))  # lifts the torch pin
+    pinned = OVERRIDES.read_text()
+    if how != "locked":  # lifts the torch pin: uv applies every override of a package, so the pin's line goes
+        pinned = "\n".join(line for line in pinned.splitlines() if not line.replace(" ", "").startswith("torch=="))
+    overrides.write_text(pinned + "\n")
     resolved = OUT / "resolved.txt"
-    compile_command = [str(python), "-m", "uv", "pip", "compile", "pyproject.toml", "--extra", "dev", "--upgrade"]
+    compile_command = [str(python), "-m", "uv", "pip", "compile", "pyproject.toml", "--all-extras", "--upgrade"]
     compile_command += ["--python", str(python), "--override", str(overrides), "--quiet", "-o", str(resolved)]
     if how == "cpu-index":
         compile_command += ["--index-url", CPU_INDEX, "--extra-index-url", "https://pypi.org/simple"]

@@ -379,7 +379,9 @@ def check_mirror_half(mirror_half: Callable[[dict], dict]) -> Verdict:
             f"map_batches too, as the lesson runs it ({through} rows, every column kept)"
         )
 
-    return check("03.2", run, late="Does your function return for every batch?")
+    return check(
+        "03.2", run, late="Does your function return for every batch?", ray_first=lambda: not untouched(mirror_half)
+    )
 
 
 def through_ray_data(mirror_half: Callable[[dict], dict], images: np.ndarray, paths: np.ndarray) -> int:

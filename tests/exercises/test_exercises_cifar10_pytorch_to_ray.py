@@ -420,9 +420,10 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
 
 @pytest.mark.cluster
 def test_the_ray_train_exercise_on_two_workers():
-    """04.2 runs the learner's function in a real TorchTrainer: a right answer, one without prepare_model, one
-    reading a column the data does not have, one where only rank 0 reports, one whose batches are used up by epoch 1
-    (the other wrong answers are judged without Ray: TRAIN_WRONG)."""
+    """04.2 runs the learner's function in a real TorchTrainer: one without prepare_model, one reading a column the
+    data does not have, one where only rank 0 reports, one whose batches are used up by epoch 1 (the other wrong
+    answers are judged without Ray: TRAIN_WRONG). A right answer passes in a real TorchTrainer in
+    solutions/04_cifar10_pytorch_to_ray.ipynb (tests/lessons/test_solutions.py), others without Ray (TRAIN_RIGHT)."""
     import os
     import tempfile
     import time
@@ -510,6 +511,4 @@ def test_the_ray_train_exercise_on_two_workers():
         "an epoch got no batches",
         "inside the loop",
     )
-
-    expect(cifar10_pytorch_to_ray.check_train_from_shard(trainer_function(prepare=True)), checking.DONE)
     ray.shutdown()

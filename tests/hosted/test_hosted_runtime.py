@@ -3,16 +3,16 @@ preinstalls at the lowest versions pyproject.toml admits, one notebook copied al
 cell (course.links) pointed at a copy of this checkout, executed top to bottom at the smoke size on a local Ray of one
 node. The runtime's own packages must be left as they were, and a second run of the install cell installs nothing.
 
-torch is the one exception to "as on Colab": this venv gets torch as `make setup` installs it (the CPU build,
-locally available), not Colab's 2.11 CUDA build of several GB. Its Python is this one's, for the same reason: the CPU
-wheel at hand is built for it (docs/development.md, "A lesson on a hosted runtime").
+Two exceptions to "as on Colab". torch: this venv gets it as `make setup` installs it (the CPU build, locally
+available), not Colab's 2.11 CUDA build of several GB; its Python is this one's, for the same reason: the CPU wheel at
+hand is built for it. transformers: 5.18.0, not Colab's 5.15 (HOSTED, below, says why). docs/development.md, "A
+lesson on a hosted runtime", says more.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +25,9 @@ import pytest
 from nbclient import NotebookClient
 
 from course import links
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import doctor  # noqa: E402  (how the doctor reads the lock's pins)
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "02_ray_train_finetune"  # Ray Train on one node, over transformers, datasets and accelerate
@@ -51,7 +54,7 @@ def hosted_runtime(folder: Path) -> Path:
     """A venv with the hosted runtime's preinstalled packages (and torch as make setup installs it); its python."""
     run(sys.executable, "-m", "venv", folder)
     python = folder / "bin" / "python"
-    torch = re.search(r"^torch==([^\s;]+)", (ROOT / "requirements" / "lock.txt").read_text(), re.M).group(1)
+    torch = doctor.locked_versions((ROOT / "requirements" / "lock.txt").read_text())["torch"]
     index: list[str] = []
     try:
         run(python, "-c", f"import urllib.request; urllib.request.urlopen('{CPU_TORCH_INDEX}/torch/', timeout=5)")

@@ -313,6 +313,8 @@ def test_the_lock_and_pyproject_pin_what_the_image_needs():
     assert TORCH == "2.13.0", (
         f"requirements/lock.txt pins torch=={TORCH}: the Makefile and deploy/Dockerfile install 2.13.0; change all"
     )
+    for path in (ROOT / "Makefile", DOCKERFILE, ROOT / "requirements" / "overrides.txt"):
+        assert f"torch=={TORCH}" in path.read_text(), f"{path.name} does not install the lock's torch=={TORCH}"
     assert doctor.locked_versions("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n")["ray"] == "2.59.0"
     assert "ray" not in doctor.locked_versions("# ray==2.60.0\nraydium==1.0\n")
 
