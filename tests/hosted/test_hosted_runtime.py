@@ -86,18 +86,28 @@ def runtime_processes(venv: Path) -> list[psutil.Process]:
     return found
 
 
-def other_rays() -> list[str]:
-    """The command lines of Ray's GCS servers running on this machine: `ray.init()` with no address attaches to one."""
-    found = []
-    for process in psutil.process_iter(["name", "cmdline"]):
-        if process.info["name"] == "gcs_server" or "gcs_server" in " ".join(process.info["cmdline"] or ())[:300]:
-            found.append(" ".join(process.info["cmdline"] or ())[:120])
-    return found
+def other_rays(wait_s: float = 30) -> list[str]:
+    """The command lines of Ray's GCS servers running on this machine: `ray.init()` with no address attaches to one.
+    One that is exiting (a cluster stopped a moment ago: its command line already empty, or a zombie) gets ``wait_s``
+    seconds to go."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for process in psutil.process_iter(["name", "cmdline", "status"]):
+            command = " ".join(process.info["cmdline"] or ())
+            if process.info["status"] != psutil.STATUS_ZOMBIE and (
+                process.info["name"] == "gcs_server" or "gcs_server" in command[:300]
+            ):
+                found.append(command[:120] or f"gcs_server, pid {process.pid}, exiting")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_and_runs(tmp_path, monkeypatch):
-    assert not other_rays(), (
-        f"a Ray cluster runs on this machine, which the lesson's ray.init() would attach to: {other_rays()}. Run this "
+    rays = other_rays()
+    assert not rays, (
+        f"a Ray cluster runs on this machine, which the lesson's ray.init() would attach to: {rays}. Run this "
         "test with no cluster up, as `make test` does (after its first session)."
     )
     started = time.monotonic()
