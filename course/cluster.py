@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -205,6 +206,8 @@ def prepare_this_process() -> None:
     if not verbose():
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
             os.environ.setdefault(name, value)
+        if "transformers" in sys.modules and os.environ["TRANSFORMERS_VERBOSITY"] == "error":
+            sys.modules["transformers"].logging.set_verbosity_error()  # imported first: it read its level then
 
 
 def local_cpus() -> int:

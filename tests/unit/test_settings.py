@@ -173,3 +173,17 @@ def test_the_makefile_and_the_workers_are_quiet_the_same_way(tmp_path, verbose):
     exported = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
     quiet = {name: exported.get(name) for name in settings.QUIET_LIBRARIES}
     assert quiet == ({name: None for name in quiet} if verbose else settings.QUIET_LIBRARIES), quiet
+
+
+def test_a_lesson_opened_outside_make_is_quiet_too_where_transformers_came_first():
+    """A lesson's first cell imports transformers before `init_ray()` sets the quiet variables (a Jupyter started
+    without `make lab`, or Colab): its level is set then, so that an exercise check's model load prints no report."""
+    probe = (
+        "import logging, transformers\n"
+        "from course.cluster import prepare_this_process\n"
+        "prepare_this_process()\n"
+        "print(transformers.logging.get_verbosity() == logging.ERROR)\n"
+    )
+    env = {name: value for name, value in fresh_env().items() if name not in settings.QUIET_LIBRARIES}
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert shown.stdout.strip() == "True", shown.stderr
