@@ -54,6 +54,16 @@ QUIET_WORKERS = {
 }
 
 
+# The libraries of settings.QUIET_LIBRARIES read their variable once, at import. A lesson's first cell imports them
+# before init_ray() sets the variables (in a Jupyter started without make, or on Colab): they are told then, so that
+# the notebook's process is as quiet as under make.
+READ_AT_IMPORT = {
+    "huggingface_hub": ("HF_HUB_DISABLE_PROGRESS_BARS", lambda hub: hub.utils.disable_progress_bars()),
+    "datasets": ("HF_DATASETS_DISABLE_PROGRESS_BARS", lambda datasets: datasets.disable_progress_bars()),
+    "transformers": ("TRANSFORMERS_VERBOSITY", lambda transformers: transformers.logging.set_verbosity_error()),
+}
+
+
 # Ray Train settings for a cluster on one machine (scripts/with-ray-cluster.sh exports the same):
 # `ray.train.report` returns in 0.2 s instead of 2 s, no preemption watcher (it looks for cloud
 # spot-instance notices, and kept half a CPU core busy on a 2-core laptop), and 5 minutes, not 60 s, for a worker
@@ -206,8 +216,9 @@ def prepare_this_process() -> None:
     if not verbose():
         for name, value in QUIET_WORKERS.items():  # this process too (notebook 05 imports TensorFlow here)
             os.environ.setdefault(name, value)
-        if "transformers" in sys.modules and os.environ["TRANSFORMERS_VERBOSITY"] == "error":
-            sys.modules["transformers"].logging.set_verbosity_error()  # imported first: it read its level then
+        for module, (name, apply) in READ_AT_IMPORT.items():  # a lesson's first cell imported them already
+            if module in sys.modules and os.environ.get(name) == settings.QUIET_LIBRARIES[name]:
+                apply(sys.modules[module])
 
 
 def local_cpus() -> int:

@@ -26,10 +26,10 @@ from nbclient import NotebookClient
 
 from course import links
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
 import doctor  # noqa: E402  (how the doctor reads the lock's pins)
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "02_ray_train_finetune"  # Ray Train on one node, over transformers, datasets and accelerate
 # Google Colab's runtime since 2026-08-19 (googlecolab/backend-info): the lowest versions pyproject.toml admits. But
 # transformers: Colab's 5.15 has torchvision beside it, and 5.15 to 5.17 export a placeholder for AutoImageProcessor

@@ -177,13 +177,15 @@ def test_the_makefile_and_the_workers_are_quiet_the_same_way(tmp_path, verbose):
 
 def test_a_lesson_opened_outside_make_is_quiet_too_where_transformers_came_first():
     """A lesson's first cell imports transformers before `init_ray()` sets the quiet variables (a Jupyter started
-    without `make lab`, or Colab): its level is set then, so that an exercise check's model load prints no report."""
+    without `make lab`, or Colab): they are told then, so that an exercise check's model load prints no report and a
+    download no progress bar."""
     probe = (
-        "import logging, transformers\n"
+        "import logging, datasets, huggingface_hub.utils, transformers\n"
         "from course.cluster import prepare_this_process\n"
         "prepare_this_process()\n"
-        "print(transformers.logging.get_verbosity() == logging.ERROR)\n"
+        "print(transformers.logging.get_verbosity() == logging.ERROR,"
+        " huggingface_hub.utils.are_progress_bars_disabled(), not datasets.is_progress_bar_enabled())\n"
     )
     env = {name: value for name, value in fresh_env().items() if name not in settings.QUIET_LIBRARIES}
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT)
-    assert shown.stdout.strip() == "True", shown.stderr
+    assert shown.stdout.strip() == "True True True", shown.stderr
