@@ -71,6 +71,12 @@ class Raised(Exception):
     """The learner's code raised something else: the message says what."""
 
 
+UNKNOWN_NAME = (
+    "your code uses a name this notebook does not have. Import it in your cell (`import ray`, say), or run the cell "
+    "that defines it"
+)
+
+
 def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
     """Call the learner's ``function``; its NotImplementedError means "not done yet", another error is a finding."""
     try:
@@ -78,10 +84,7 @@ def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
     except NotImplementedError:
         raise NotDone from None
     except NameError as error:  # a name from another cell, never run, or never imported in this notebook
-        raise Raised(
-            f"it raised {first_line(error)}: your code uses a name this notebook does not have. Import it in your "
-            "cell (`import ray`, say), or run the cell that defines it"
-        ) from None
+        raise Raised(f"it raised {first_line(error)}: {UNKNOWN_NAME}") from None
     except Exception as error:
         raise Raised(f"it raised {first_line(error)}") from None
 
@@ -194,5 +197,6 @@ def learner_error(error: Exception) -> str:
     text = str(error).split("The above exception was the direct cause of the following exception")[0]
     for line in reversed(text.splitlines()):
         if line.strip() and not line.startswith((" ", "Traceback", "\x1b")) and ":" in line:
-            return line.strip()[:200]
+            found = line.strip()[:200]
+            return f"{found} ({UNKNOWN_NAME})" if found.startswith("NameError") else found
     return text.strip().splitlines()[0][:200] if text.strip() else type(error).__name__

@@ -103,11 +103,18 @@ def check_batching(deployment: Any, max_batch_size: int = 16) -> Verdict:
             "for something that never comes. The check stopped it",
         )
         taken = deployment.max_ongoing_requests
+        sizes = batched_methods(deployment.func_or_class)
+        assert sizes or taken >= max_batch_size, (
+            f"no method of `{deployment.func_or_class.__name__}` has `@serve.batch`, so every request reaches it "
+            "alone and `score` runs once per value; and a replica takes only "
+            f"`max_ongoing_requests={taken}` requests at a time. Decorate the method that calls `score` with "
+            f"`@serve.batch(max_batch_size={max_batch_size})` (it then takes a list of values), and let a replica "
+            f"take at least {max_batch_size} in `@serve.deployment(...)`"
+        )
         assert taken >= max_batch_size, (
             f"a replica takes only `max_ongoing_requests={taken}` requests at a time: a batch of up to "
             f"{max_batch_size} never fills. Let it take at least {max_batch_size} in `@serve.deployment(...)`"
         )
-        sizes = batched_methods(deployment.func_or_class)
         if sizes and max_batch_size not in sizes.values():
             name, size = next(iter(sizes.items()))
             default = " (`@serve.batch`'s default, left in place)" if size == 10 else ""

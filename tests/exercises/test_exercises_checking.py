@@ -104,3 +104,9 @@ def test_a_failure_in_ray_is_told_by_the_learners_own_error():
     assert checking.learner_error(RuntimeError(ray_data)) == "KeyError: 'pixel_values'"
     train = "Training failed.\nTraceback (most recent call last):\n  File x\nValueError: no column `x`"
     assert checking.learner_error(RuntimeError(train)) == "ValueError: no column `x`"
+    # a module the notebook never imported: the verdict says where the name must come from
+    unknown = (
+        "Training failed.\nTraceback (most recent call last):\n  File x\n" + "NameError: name 'tempfile' is not defined"
+    )
+    told = checking.learner_error(RuntimeError(unknown))
+    assert told.startswith("NameError: name 'tempfile' is not defined") and "Import it in your cell" in told

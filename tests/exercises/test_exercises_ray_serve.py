@@ -283,7 +283,20 @@ class ThirtyTwo:
         return self.score(values)
 
 
+@serve.deployment  # neither batched nor room for a batch
+class OneAtATime:
+    def __init__(self, score):
+        self.score = score
+
+    async def __call__(self, value):
+        return self.score([value])[0]
+
+
 BATCHING_REFUSED_AT_ONCE = {
+    "no @serve.batch, max_ongoing_requests left at 5": (
+        OneAtATime,
+        ["no method of `OneAtATime` has `@serve.batch`", "max_ongoing_requests=5", "a list of values"],
+    ),
     "not a deployment": (
         NotADeployment,
         ["`NotADeployment` is a plain class, not a Serve deployment", "@serve.deployment"],

@@ -102,6 +102,9 @@ def test_best_evaluation_names_each_half_right_answer():
     # a PyTorch user's argmax: a position, read as a label (`[]` on a Series reads labels)
     positions_as_labels = lambda h: (int(h["step"][h["eval_accuracy"].argmax()]), float(h["eval_accuracy"].max()))  # noqa: E731
     expect(check(positions_as_labels), checking.WRONG, "`argmax()` gives a row's *position*", "`.iloc`")
+    # the position itself returned as the step
+    position_as_step = lambda h: (int(h["eval_accuracy"].to_numpy().argmax()), float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(check(position_as_step), checking.WRONG, "not that row's step (200)", "a position in the table")
     # the minimum for the maximum: what a loss would want, not an accuracy
     lowest = lambda h: (int(h.loc[h["eval_accuracy"].idxmin(), "step"]), float(h["eval_accuracy"].min()))  # noqa: E731
     expect(check(lowest), checking.WRONG, "*lowest* `eval_accuracy`", "`idxmax()`")

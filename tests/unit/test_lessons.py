@@ -67,6 +67,43 @@ def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(les
     assert len(checks) == len(lesson.exercises), f"{lesson.notebook} calls {len(checks)} checks for {lesson.exercises}"
 
 
+def names_made(tree: ast.AST) -> set[str]:
+    """The names a piece of code binds: imports, functions, classes, their arguments, assignments."""
+    made = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            made.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            made.add(node.name)
+            if not isinstance(node, ast.ClassDef):
+                made.update(arg.arg for arg in node.args.args + node.args.kwonlyargs)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            made.add(node.id)
+    return made
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_solution_pasted_into_its_lesson_finds_every_name_it_uses(lesson: Lesson):
+    """A learner who writes the solution's answer into the lesson's exercise cell must not meet a NameError: every name
+    it uses is built in, made by the lesson's code, or made in the answer itself (seen in a walk: 02b's answer needed
+    `tempfile`, `Path` and `Checkpoint`, which only the solutions notebook imported)."""
+    import builtins
+
+    lesson_code = ast.parse(code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb").replace("\n%", "\n# %"))
+    known = set(dir(builtins)) | names_made(lesson_code)
+    cells = json.loads((ROOT / "solutions" / f"{lesson.notebook}.ipynb").read_text())["cells"]
+    answers = ["".join(cell["source"]) for cell in cells if "exercises.check_" in "".join(cell["source"])]
+    assert len(answers) == len(lesson.exercises)
+    for answer in answers:
+        tree = ast.parse(answer)
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        missing = sorted(used - known - names_made(tree))
+        assert not missing, (
+            f"solutions/{lesson.notebook}: an answer uses {missing}, which the lesson never imports or makes: import "
+            "them in the lesson's exercise cell (`# noqa: F401`, for your answer)"
+        )
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_a_notebook_describes_itself_by_its_own_name(lesson: Lesson):
     found_calls = calls(ROOT / "notebooks" / f"{lesson.notebook}.ipynb", "lessons.describe")
