@@ -151,3 +151,29 @@ def test_no_cell_rebinds_an_imported_module_function_or_class_to_something_else(
     """A name the notebook imports or defines keeps its meaning: values may change, what a name stands for may not."""
     clashes = second_meanings(path)
     assert not clashes, f"{path.name} gives a name a second meaning: " + "; ".join(clashes)
+
+
+MARKDOWN_WORDS = 120  # the most a markdown cell's prose may hold: a longer one is split into cells read in turn
+
+
+def prose_words(markdown: str) -> int:
+    """The words of a markdown cell's prose: code blocks and table rows are not read as sentences."""
+    import re
+
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    return len(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("|")).split())
+
+
+def test_prose_words_leave_out_code_and_tables():
+    assert prose_words("One two.\n\n```python\nx = 1\ny = 2\n```\n| a | b |\n|---|---|\nThree") == 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_markdown_cell_is_short(path):
+    cells = json.loads(path.read_text())["cells"]
+    long = {
+        i: words
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "markdown" and (words := prose_words("".join(cell["source"]))) > MARKDOWN_WORDS
+    }
+    assert not long, f"{path.name}: markdown cells {long} (index: words) are over {MARKDOWN_WORDS} words: split each"
