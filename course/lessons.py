@@ -390,7 +390,9 @@ LESSONS: tuple[Lesson, ...] = (
             Claim(
                 "under load, autoscaling runs max_replicas replicas", "running_replicas_under_load", 1.0, "max_replicas"
             ),
-            Claim("after the load, it is back to min_replicas", "min_replicas", 1.0, "running_replicas_after_load"),
+            # back to min_replicas: as many running as min_replicas, and none other left starting or stopping
+            Claim("after the load, it is back to min_replicas", "running_replicas_after_load", 1.0, "min_replicas"),
+            Claim("after the load, no replica is left but those", "min_replicas", 1.0, "replicas_after_load"),
         ),
     ),
     Lesson(

@@ -104,7 +104,10 @@ def test_best_evaluation_names_each_half_right_answer():
     expect(check(positions_as_labels), checking.WRONG, "`argmax()` gives a row's *position*", "`.iloc`")
     # the position itself returned as the step
     position_as_step = lambda h: (int(h["eval_accuracy"].to_numpy().argmax()), float(h["eval_accuracy"].max()))  # noqa: E731
-    expect(check(position_as_step), checking.WRONG, "not that row's step (200)", "a position in the table")
+    expect(check(position_as_step), checking.WRONG, "not that row's step (200)", "the row's position in the table")
+    # a step before the best beside the right accuracy: the general finding, not the position's
+    step_before = lambda h: (int(h.loc[h["eval_accuracy"].idxmax(), "step"]) - 50, float(h["eval_accuracy"].max()))  # noqa: E731
+    expect(check(step_before), checking.WRONG, "not the row with the highest `eval_accuracy`")
     # the minimum for the maximum: what a loss would want, not an accuracy
     lowest = lambda h: (int(h.loc[h["eval_accuracy"].idxmin(), "step"]), float(h["eval_accuracy"].min()))  # noqa: E731
     expect(check(lowest), checking.WRONG, "*lowest* `eval_accuracy`", "`idxmax()`")

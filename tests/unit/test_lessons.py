@@ -7,6 +7,7 @@ import ast
 import importlib
 import json
 import re
+import symtable
 from dataclasses import fields
 from pathlib import Path
 
@@ -67,37 +68,52 @@ def test_a_lesson_s_exercises_are_its_module_s_checks_called_by_its_notebook(les
     assert len(checks) == len(lesson.exercises), f"{lesson.notebook} calls {len(checks)} checks for {lesson.exercises}"
 
 
-def names_made(tree: ast.AST) -> set[str]:
-    """The names a piece of code binds: imports, functions, classes, their arguments, assignments."""
-    made = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            made.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            made.add(node.name)
-            if not isinstance(node, ast.ClassDef):
-                made.update(arg.arg for arg in node.args.args + node.args.kwonlyargs)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            made.add(node.id)
-    return made
+def module_names(code: str) -> set[str]:
+    """The names a notebook's code binds at its top level (imports, functions, classes, assignments): those a later
+    cell can use."""
+    table = symtable.symtable(code, "lesson", "exec")
+    return {symbol.get_name() for symbol in table.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
+
+
+def names_needed(code: str) -> set[str]:
+    """The names a piece of code reads from its notebook's namespace: used at its top level or in its functions and
+    classes, and bound by none of them."""
+    needed: set[str] = set()
+
+    def visit(table: symtable.SymbolTable) -> None:
+        for symbol in table.get_symbols():
+            if table.get_type() == "module":
+                if symbol.is_referenced() and not (symbol.is_assigned() or symbol.is_imported()):
+                    needed.add(symbol.get_name())
+            elif symbol.is_referenced() and symbol.is_global():
+                needed.add(symbol.get_name())
+        for child in table.get_children():
+            visit(child)
+
+    visit(symtable.symtable(code, "answer", "exec"))
+    return needed - module_names(code)
+
+
+def test_names_needed_are_those_the_code_does_not_bind():
+    answer = "import os\n\n\ndef f(x, *rest, **options):\n    g = lambda y: y + x\n    return g(tempfile, os)\n"
+    assert names_needed(answer) == {"tempfile"}
+    assert module_names("import os\nx = 1\n\n\ndef f():\n    hidden = 2\n") == {"os", "x", "f"}
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_a_solution_pasted_into_its_lesson_finds_every_name_it_uses(lesson: Lesson):
     """A learner who writes the solution's answer into the lesson's exercise cell must not meet a NameError: every name
-    it uses is built in, made by the lesson's code, or made in the answer itself (seen in a walk: 02b's answer needed
-    `tempfile`, `Path` and `Checkpoint`, which only the solutions notebook imported)."""
+    it reads is built in, bound at the top level of the lesson's code, or bound by the answer itself (seen in a walk:
+    02b's answer needed `tempfile`, `Path` and `Checkpoint`, which only the solutions notebook imported)."""
     import builtins
 
-    lesson_code = ast.parse(code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb").replace("\n%", "\n# %"))
-    known = set(dir(builtins)) | names_made(lesson_code)
+    lesson_code = code_of(ROOT / "notebooks" / f"{lesson.notebook}.ipynb").replace("\n%", "\n# %")
+    known = set(dir(builtins)) | module_names(lesson_code)
     cells = json.loads((ROOT / "solutions" / f"{lesson.notebook}.ipynb").read_text())["cells"]
     answers = ["".join(cell["source"]) for cell in cells if "exercises.check_" in "".join(cell["source"])]
     assert len(answers) == len(lesson.exercises)
     for answer in answers:
-        tree = ast.parse(answer)
-        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-        missing = sorted(used - known - names_made(tree))
+        missing = sorted(names_needed(answer) - known)
         assert not missing, (
             f"solutions/{lesson.notebook}: an answer uses {missing}, which the lesson never imports or makes: import "
             "them in the lesson's exercise cell (`# noqa: F401`, for your answer)"
