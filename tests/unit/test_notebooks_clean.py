@@ -7,6 +7,7 @@ nbstripout as a git filter, so the outputs never reach a commit.
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,8 +159,6 @@ MARKDOWN_WORDS = 120  # the most a markdown cell's prose may hold: a longer one 
 
 def prose_words(markdown: str) -> int:
     """The words of a markdown cell's prose: code blocks and table rows are not read as sentences."""
-    import re
-
     text = re.sub(r"```.*?```", "", markdown, flags=re.S)
     return len(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("|")).split())
 
