@@ -188,6 +188,8 @@ class PlaybookBudget(Checked):
     tensorflow_epochs: int
     tensorflow_learning_rate: float
     stream_blocks_per_cpu: int  # section 10's slow source: blocks per CPU of the cluster (0.8 s of waiting each)
+    waiting_batches: int  # section 4's prefetching comparison: batches of 100 ids, each collated in 0.15 s
+    waiting_runs: int  # section 4: runs of each prefetch_batches setting, the median kept
 
 
 @dataclass(frozen=True)
@@ -230,12 +232,20 @@ class TuneBudget(Checked):
     epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
     train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
     train_epochs: int  # epochs of each of those trials
+    interrupt_after: int  # trials that end before step 4's Ctrl-C (`InterruptOnce`); the ones running then stop
     workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
     train_trials_at_once: int | None  # at most, for memory: 4 processes with torch per trial (None: as resources allow)
     batch_sizes: tuple[int, ...]  # the batch sizes both searches choose from; notebook 04's batch is one of them
 
     def rules(self) -> list[tuple[str, bool, str]]:
-        return [("samples", self.samples >= 2, "must be at least 2: a search compares trials")]
+        return [
+            ("samples", self.samples >= 2, "must be at least 2: a search compares trials"),
+            (
+                "interrupt_after",
+                1 <= self.interrupt_after < self.train_samples,
+                "must be at least 1 and less than train_samples: a trial must still run when the Ctrl-C comes",
+            ),
+        ]
 
 
 SECTIONS = {
@@ -347,6 +357,8 @@ _CPU = Budget(
         tensorflow_epochs=5,
         tensorflow_learning_rate=0.2,
         stream_blocks_per_cpu=3,  # 24 blocks on the local cluster: the plain loop waits 19 s, Ray Data 6 to 11
+        waiting_batches=12,
+        waiting_runs=3,
     ),
     serve=ServeBudget(
         max_batch_size=16,
@@ -374,6 +386,7 @@ _CPU = Budget(
         epochs=3,
         train_samples=3,  # one at a time: 2 run to their end, the third is interrupted (step 4) and resumed (step 5)
         train_epochs=2,
+        interrupt_after=2,
         workers=2,
         train_trials_at_once=1,  # two at once (about 2 GB each) took the cluster past a laptop's 8 GB
         batch_sizes=(32, 64, 128),
@@ -437,11 +450,19 @@ SMOKE_KNOBS: dict[str, dict] = {
     "beans": dict(train_steps=24, batch_size=8, eval_steps=8),
     "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
     "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
-    "playbook": dict(rows=400, epochs=1, xgboost_rounds=5, tensorflow_epochs=5, stream_blocks_per_cpu=1),
+    "playbook": dict(
+        rows=400,
+        epochs=1,
+        xgboost_rounds=5,
+        tensorflow_epochs=5,
+        stream_blocks_per_cpu=1,
+        waiting_batches=4,
+        waiting_runs=1,
+    ),
     # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
     # fewer of them; autoscaling as at the course size: out to 2 running replicas under load, back to 1 after it
     "serve": dict(load_requests=32),
-    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 3 trials of 2 epochs over Ray Train, the third
+    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 2 trials of 2 epochs over Ray Train, the second
     # interrupted and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)
     "tune": dict(
         train_size=128,
@@ -449,8 +470,9 @@ SMOKE_KNOBS: dict[str, dict] = {
         test_size=128,
         samples=2,
         epochs=2,
-        train_samples=3,
+        train_samples=2,
         train_epochs=2,
+        interrupt_after=1,
         batch_sizes=(16, 32),
     ),
 }
