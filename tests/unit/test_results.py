@@ -92,6 +92,8 @@ def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_e
     found = stderr_problems(a_notebook("Error in training function", after))
     assert len(found) == 1 and "Checkpoint successfully created" in found[0], "the traceback ends at its error"
     assert stderr_problems(a_notebook("", "(raylet) [E] worker.cc:239: Failed to send wait complete\n")) == []
+    torn = '2026-11-29 10:07:59,095\tWARNING worker.py:2422 -- [tqdm_ray] Failed to decode {"__magic_token__": "__r'
+    assert stderr_problems(a_notebook("", torn + ", this may be due to logging too fast.\n")) == []
     transformers = "[transformers] ViTForImageClassification LOAD REPORT from: data/vit\n"
     assert len(stderr_problems(a_notebook("LOAD REPORT", transformers))) == 1, "only Ray's lines can be explained"
     xgboost = "(RayTrainWorker pid=9) [02:14:02] Task [xgboost.ray-rank=00000001]:a005d5dd got rank 1\n"
