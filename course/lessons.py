@@ -274,7 +274,10 @@ LESSONS: tuple[Lesson, ...] = (
         notebook="03_ray_data",
         title="Ray Data: ingest, featurize, train from shards, batch inference",
         headline="dogs-vs-fish held-out accuracy",
-        floor=0.85,
+        # chance is 0.5. Measured at the course size: 0.920 on some builds of the stand-ins, 0.875 on others (three runs
+        # of one build, 2026-11-29), 0.870 on the gpu budget: the stand-in ViT's pretraining differs a little from one
+        # machine to the next, and so does what its fine-tune reaches. 0.80 is learning beyond doubt on 200 images.
+        floor=0.80,
         # both classes (English springer, tench) are ImageNet-1k classes the pretrained model already tells apart;
         # a fine-tune of 60 steps keeps that. Chance is 0.5.
         real_floor=0.90,
@@ -357,7 +360,7 @@ LESSONS: tuple[Lesson, ...] = (
         notebook="06_ray_serve",
         title="serve the fine-tuned model with Ray Serve",
         headline="dogs-vs-fish accuracy served over HTTP",
-        floor=0.85,
+        floor=0.80,  # as 03: the same fine-tune, served (0.870 to 0.920 measured)
         real_floor=0.90,  # 03's model, served
         exercises=("06.1", "06.2"),
         budget="serve",
