@@ -74,17 +74,15 @@ EXPLAINED = {
 FAILURE = re.compile(r"^Error in training function:$")
 FAILURE_PHRASE = "Error in training function"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
-# Lines about the whole cluster that every attached notebook receives, so that no notebook can explain them; the reason.
+# Ray's own lines that no notebook can explain, each with the reason: those about the whole cluster, which every
+# attached notebook receives, and those a race inside Ray writes now and then, in any notebook.
 RAYLET = "(raylet) "  # how Ray prefixes a line a raylet forwards to the driver (output_lines has removed its colour)
-CLUSTER_WIDE = {
+RAYS_OWN = {
     "Failed to kill actor": "the GCS, about an actor whose process had already exited (another notebook's, maybe)",
     RAYLET: "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
     "had exited), not the lesson's",
-}
-# Lines a race inside Ray writes now and then, in any notebook, so that no notebook can explain them; the reason.
-RAY_RACES = {
-    "[tqdm_ray] Failed to decode": "Ray's log monitor read a progress bar's update while the Ray Data process was "
-    "still writing it (ray/_private/log_monitor.py reads with readline and takes a line without its newline as "
+    "[tqdm_ray] Failed to decode": "a race: Ray's log monitor read a progress bar's update while the Ray Data process "
+    "was still writing it (ray/_private/log_monitor.py reads with readline and takes a line without its newline as "
     "whole): the bar misses one frame, and Ray says so once per driver (seen once in 04, CI of 2026-11-29)",
 }
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
@@ -217,10 +215,9 @@ def stderr_problems(notebook: dict) -> list[str]:
     """What a notebook (as JSON: an executed copy, or saved from JupyterLab) wrote to stderr that it does not explain.
 
     Tolerated: a line in :data:`EXPLAINED` or a failure of the training function (:data:`FAILURE`, up to its
-    exception line) where the notebook's markdown says what it means; a line in :data:`CLUSTER_WIDE` or
-    :data:`RAY_RACES`; a Ray worker's
+    exception line) where the notebook's markdown says what it means; a line in :data:`RAYS_OWN`; a Ray worker's
     crash report (:data:`RAY_WORKER_CRASH`; Ray runs the task again); a worker Ray stopped on purpose
-    (:data:`STOPPED_ON_PURPOSE`) where the markdown says so. The crash reports and cluster-wide lines are printed."""
+    (:data:`STOPPED_ON_PURPOSE`) where the markdown says so. The crash reports and Ray's own lines are printed."""
     markdown = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     found = []
     for index, cell in enumerate(notebook["cells"]):
@@ -247,10 +244,8 @@ def stderr_problems(notebook: dict) -> list[str]:
                 if phrase is not None:
                     if phrase not in markdown:
                         found.append(f"cell {index} shows {line[:160]!r}, and no markdown cell says what it means")
-                elif any(key in line for key in CLUSTER_WIDE):
-                    print(f"cell {index}: Ray's message about the cluster (tolerated): {line[:160]!r}")
-                elif any(key in line for key in RAY_RACES):
-                    print(f"cell {index}: a race inside Ray (tolerated): {line[:160]!r}")
+                elif any(key in line for key in RAYS_OWN):
+                    print(f"cell {index}: Ray's own line, no notebook's (tolerated): {line[:160]!r}")
                 else:
                     found.append(f"cell {index} wrote to stderr: {line[:300]!r}")
     return found
