@@ -274,12 +274,12 @@ LESSONS: tuple[Lesson, ...] = (
         notebook="03_ray_data",
         title="Ray Data: ingest, featurize, train from shards, batch inference",
         headline="dogs-vs-fish held-out accuracy",
-        # chance is 0.5. Measured at the course size: 0.920 on some builds of the stand-ins, 0.875 on others (three runs
+        # Chance is 0.5. Measured at the course size: 0.920 on some builds of the stand-ins, 0.875 on others (three runs
         # of one build, 2026-11-29), 0.870 on the gpu budget: the stand-in ViT's pretraining differs a little from one
         # machine to the next, and so does what its fine-tune reaches. 0.80 is learning beyond doubt on 200 images.
         floor=0.80,
         # both classes (English springer, tench) are ImageNet-1k classes the pretrained model already tells apart;
-        # a fine-tune of 60 steps keeps that. Chance is 0.5.
+        # a fine-tune of 60 steps keeps that.
         real_floor=0.90,
         exercises=("03.1", "03.2"),
         budget="dogs",
