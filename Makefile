@@ -16,6 +16,8 @@ LOCK := requirements/lock.txt
 OVERRIDES := requirements/overrides.txt
 INSTALLED := $(VENV)/.course-installed
 CLUSTER := scripts/with-ray-cluster.sh
+# Runs a step of `make test` and records its time for the table `.ci/run` ends with (results/steps.tsv)
+STEP := $(BIN)/python scripts/steps.py run
 LAB_IP ?= 127.0.0.1  # where `make lab` listens; an instructor serving a room sets another address on purpose
 LAB_PORT ?= 8888  # JupyterLab takes the next free one if this one is busy
 LAB_DIR ?= notebooks  # the folder the lab opens (the browser test serves copies of the notebooks)
@@ -104,26 +106,50 @@ solutions: data ## run the exercises' solutions (solutions/) on the local cluste
 
 # The tests' cluster is a real cluster in small: its worker node shares no files with this checkout (see CLUSTER).
 test: data ## everything: lint, format, unit tests, a cluster whose worker node shares no files, every notebook (MARK=cluster: one group)
+	@# A new table of steps (results/steps.tsv), unless .ci/run, which times its own steps around it, keeps its rows
+	@[ -n "$$STEPS_KEEP" ] || $(BIN)/python scripts/steps.py clear
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") \
-	  --ignore=tests/site --ignore=tests/hosted tests
+	$(STEP) "the first session" -- env COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider \
+	  $(if $(MARK),-m "$(MARK)") --ignore=tests/site --ignore=tests/hosted tests
 	@# One lesson alone on a stand-in of a hosted runtime (tests/hosted), with no cluster on the machine: its Ray is
 	@# the one its notebook starts. 5: MARK selected none of its tests.
-	$(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/hosted || [ $$? = 5 ]
+	$(STEP) "the hosted-runtime test" -- $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/hosted \
+	  || [ $$? = 5 ]
 	@# The site, from the notebooks just executed, checked in Chromium (tests/site; skipped without Chromium). 5: MARK
 	@# selected none of its tests.
-	$(MAKE) --no-print-directory site
-	$(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/site || [ $$? = 5 ]
-	@# The real sources at the smoke size (nbmake) on a fresh cluster, as `COURSE_SOURCES=real make run` starts one: every
-	@# notebook through the Hub's and S3's clients, in minutes (`make rehearse`: at the course size). 5: MARK selected none.
-	COURSE_SMOKE=1 $(MAKE) --no-print-directory rehearse $(if $(MARK),MARK="$(MARK)")
+	$(STEP) "the site" -- bash -c '$(MAKE) --no-print-directory site && \
+	  { $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/site || [ $$? = 5 ]; }'
+	@# The real sources: every lesson's reads of its sources (tests/cluster/test_real_sources.py) ran in the first
+	@# session; here, on a fresh cluster as `COURSE_SOURCES=real make run` starts one, whole notebooks at the smoke size,
+	@# TEST_LESSONS below (every notebook: `make rehearse`, and the weekly workflow). 5: MARK selected none.
+	$(STEP) "the real sources" -- $(MAKE) --no-print-directory rehearse SIZE=smoke LESSONS="$(TEST_LESSONS)" \
+	  $(if $(MARK),MARK="$(MARK)")
 
-# The real-sources rehearsal: every notebook with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1,
-# at the course size unless COURSE_SMOKE=1 (make test), on a cluster of its own: the peak memory it prints is a learner's.
-rehearse: data ## every notebook on the real sources' stand-ins, at the course size: each one's time, peak memory, disk
-	COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") \
-	  --nbmake --overwrite --nbmake-timeout=900 results/executed-real || [ $$? = 5 ]
+# The whole notebooks `make test` runs on the real sources, at the smoke size, in about 2 minutes: 03 (imagenette's
+# photos from S3 through a whole Ray Data pipeline, an actor pool, Ray Train on Ray Data shards, its checkpoint to the
+# storage, batch inference loading it back, predictions written to the storage) and 04 (CIFAR-10's parquet from S3 into
+# Ray Train's workers through DataLoaders and through Ray Data, checkpoints to the storage and loaded back). The
+# per-lesson test reads every lesson's sources already; these two cover what only a whole notebook runs, and cost
+# the least of those that do (docs/development.md, "The real-sources rehearsal").
+TEST_LESSONS := 03 04
+# The real-sources rehearsal: notebooks with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1, on
+# a cluster of their own per size (the peak memory it prints is then a learner's). SIZE: smoke, course, or both in
+# turn (the default; COURSE_SMOKE=1 alone: smoke). LESSONS: the notebooks, by number ("03 04"; 06 serves 03's model:
+# name 03 before it); unset, every one. Each size's figures (each notebook's outcome, time, peak memory, checkpoint
+# disk) go to results/rehearsal/figures-<size>.md, its executed copies beside them (the weekly workflow keeps both).
+SIZE ?= $(if $(filter 1,$(call setting,COURSE_SMOKE)),smoke,smoke course)
+REHEARSED = $(if $(strip $(LESSONS)),$(foreach lesson,$(LESSONS),$(or $(patsubst notebooks/%,results/executed-real/%,\
+  $(wildcard notebooks/$(lesson).ipynb notebooks/$(lesson)_*.ipynb)),$(error LESSONS: no notebook $(lesson) in \
+  notebooks/ (name it by its number, such as 03)))),results/executed-real)
+rehearse: data ## the notebooks on the real sources' stand-ins, smoke then course size (SIZE=, LESSONS=): times, memory, disk
+	@$(if $(filter-out smoke course,$(SIZE)),$(error SIZE=$(SIZE): say smoke, course, or "smoke course"))status=0; \
+	for size in $(SIZE); do \
+	  echo "the real-sources rehearsal at the $$size size: $(or $(strip $(LESSONS)),every notebook)"; \
+	  COURSE_SMOKE=$$([ $$size = smoke ] && echo 1 || echo 0) COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest \
+	    -p no:cacheprovider $(if $(MARK),-m "$(MARK)") --nbmake --overwrite --nbmake-timeout=900 $(REHEARSED) \
+	    || [ $$? = 5 ] || status=1; \
+	done; exit $$status
 
 # The course as a website: the executed copies of the last `make test` or `make run`, rendered with Sphinx and MyST-NB
 # (site/conf.py); nothing executes. It opens from results/site/index.html, or python -m http.server -d results/site.

@@ -7,8 +7,13 @@ module                      what it holds
 lessons                     the lessons, one record each: notebook, title, headline and floor, exercises, budget section
 settings                    every ``COURSE_*`` variable, declared once (meaning, default, allowed values) and checked
                             where it is read; the Makefile and the shell scripts read it too (standard library only)
-config                      the settings, in one place: paths, sources (``COURSE_SOURCES``), the pretrained model
-                            (``COURSE_MODEL``), the budget (``COURSE_BUDGET``) with a section per lesson, storage
+config                      the paths, and every setting by name, each read and checked through ``settings``
+budget                      how much work each lesson does (``COURSE_BUDGET``, ``COURSE_SMOKE``): a section per
+                            lesson, the cpu and gpu values, the real sources' knobs, the smoke size
+sources                     where data and the pretrained model come from (``COURSE_SOURCES``, ``COURSE_MODEL``): the
+                            stand-ins or the Hub and S3, and what is missing, with its fix
+storage                     where Ray's workers write (``COURSE_STORAGE_PATH``), run names, checkpoints kept; files of
+                            a local path or a bucket through one pyarrow filesystem
 cluster                     connecting to Ray: the job's runtime env (code, settings), loopback on this machine, shared
                             paths, quiet workers; Ray Data's settings
 distributed                 how a trainer's workers find each other: torch.distributed, XGBoost and TensorFlow on
@@ -18,6 +23,7 @@ worker_setup                what every Ray worker of the course does first: Ray 
 internals                   every reach into Ray's, torch's and transformers' internals, each with the release it was
                             written for and what it relies on (``tests/unit/test_internals.py`` watches them)
 resources                   hardware: a GPU in this process, precision, and the plan of workers and actors
+gpu_memory                  each lesson's GPU memory and time, estimated from its budget, plan and models (the doctor)
 deadline                    running code that may hang or fail: under a time limit, its error in one line (the checks,
                             the doctor)
 links                       what the repository URL pyproject.toml declares (if any) gives: the "Open in Colab" links,

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, ViTConfig, ViTForImageClassification, ViTImageProcessorPil
 
 from course import config, standins
+from course.sources import STANDIN_BEANS, STANDIN_CIFAR10, STANDIN_IMAGENETTE, STANDIN_VIT
 from helpers import catalog
 from helpers.models import label_maps, predict
 
@@ -164,21 +165,21 @@ def build_vit(root: Path, epochs: int = 3) -> None:
 
 
 BUILDERS: dict[str, Callable[[Path], None]] = {
-    config.STANDIN_BEANS: build_beans,
-    config.STANDIN_IMAGENETTE: build_imagenette,
-    config.STANDIN_CIFAR10: build_cifar10,
-    config.STANDIN_VIT: build_vit,
+    STANDIN_BEANS: build_beans,
+    STANDIN_IMAGENETTE: build_imagenette,
+    STANDIN_CIFAR10: build_cifar10,
+    STANDIN_VIT: build_vit,
 }
 
 
 LOCAL_DATA_DIR = config.HOME / "data"  # where `make data` builds when COURSE_DATA_DIR is not set
-# The stand-in that each field of config.Sources names, with COURSE_SOURCES=standin
+# The stand-in that each field of course.sources.Sources names, with COURSE_SOURCES=standin
 FOR_SOURCE = {
-    "beans": config.STANDIN_BEANS,
-    "model": config.STANDIN_VIT,
-    "imagenette": config.STANDIN_IMAGENETTE,
-    "imagenette_labels": config.STANDIN_IMAGENETTE,
-    "cifar10": config.STANDIN_CIFAR10,
+    "beans": STANDIN_BEANS,
+    "model": STANDIN_VIT,
+    "imagenette": STANDIN_IMAGENETTE,
+    "imagenette_labels": STANDIN_IMAGENETTE,
+    "cifar10": STANDIN_CIFAR10,
 }
 
 
@@ -207,7 +208,7 @@ def build(name: str, data_dir: Path, force: bool = False, built_here: Path = LOC
 
 
 def build_for(sources: tuple[str, ...], data_dir: Path) -> None:
-    """Build the stand-ins that ``sources`` (fields of config.Sources, as a lesson's record lists them) need, each
+    """Build the stand-ins that ``sources`` (fields of Sources, as a lesson's record lists them) need, each
     unless it is there: a lesson opened on its own builds what it reads, in a minute or so."""
     for name in dict.fromkeys(FOR_SOURCE[source] for source in sources):
         build(name, data_dir)

@@ -18,6 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from course import config, internals, settings, worker_setup
 from course.config import verbose
 from course.deadline import first_line
+from course.storage import filesystem, storage_path
 
 LOCAL_CPUS = 8  # logical CPUs for a local runtime: a 2-worker trainer and a 2-actor pool fit
 LOCAL_DATA_CPUS = 4  # the least Ray Data may use at once on this machine: a 2-actor pool and its reads fit
@@ -166,7 +167,7 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
 def job_env_vars() -> dict[str, str]:
     """The ``env_vars`` of the job's runtime env (:func:`job_runtime_env`; notebook 00 writes that env out)."""
     course = {name: os.environ[name] for name in SETTINGS_PASSED_ON if name in os.environ}
-    course |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: config.storage_path()}
+    course |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: storage_path()}
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}
@@ -250,7 +251,7 @@ def write_marker(storage: str, folder: str, name: str) -> str:
     """Write a small file named ``name`` into ``folder`` under ``storage`` (a path or a bucket); '' when it worked,
     else why not."""
     try:
-        fs, path = config.filesystem(storage)
+        fs, path = filesystem(storage)
         fs.create_dir(f"{path}/{folder}", recursive=True)
         with fs.open_output_stream(f"{path}/{folder}/{name}") as out:
             out.write(name.encode())
@@ -261,7 +262,7 @@ def write_marker(storage: str, folder: str, name: str) -> str:
 
 def unread_markers(storage: str, folder: str, names: list[str]) -> list[str]:
     """On a node: of the files ``names`` in ``folder`` under ``storage``, those it cannot read back."""
-    fs, path = config.filesystem(storage)
+    fs, path = filesystem(storage)
     missing = []
     for name in names:
         try:
@@ -284,7 +285,7 @@ def require_shared_paths(timeout_s: float = 120) -> None:
     file this process writes there can be read back). A bucket (``s3://``) is reached by every node alike; not
     looked at."""
     nodes = [node for node in ray.nodes() if node["Alive"]]
-    storage = config.storage_path()
+    storage = storage_path()
     if len(nodes) < 2:
         return
     data = [] if missing_paths([str(config.DATA_DIR)]) else [str(config.DATA_DIR)]  # what this process reads

@@ -32,6 +32,9 @@ ASHA's settings                    Ray 2.60.0    ``AsyncHyperBandScheduler`` kee
 get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execution.train_fn_utils``: the worker's
   exercises.fault_tolerance                      ``TrainFnUtils``, whose ``get_checkpoint`` every public spelling of
                                                  ``ray.train.get_checkpoint`` ends in
+LocalTrainFnUtils._last_checkpoint Ray 2.60.0    local mode (``num_workers=0``) keeps the last reported checkpoint
+  exercises.fault_tolerance                      there and returns it from ``get_checkpoint``; a local run has no
+                                                 other way to start from one (:func:`resume_local_run`)
 write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_address``, which ``Cluster()`` calls
   scripts/local_cluster.py                       to note its address in /tmp/ray; replaced there by a no-op (it stays
                                                  in that script: it runs where the course may not be importable)
@@ -84,6 +87,16 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value
+
+
+def resume_local_run(checkpoint: Any) -> None:
+    """In Ray Train's local mode, inside the training function: ``ray.train.get_checkpoint()`` returns ``checkpoint``
+    from now on, as a restarted worker's returns the run's last one. Local mode keeps the last reported checkpoint in
+    its ``LocalTrainFnUtils`` and starts with none; Train V2 refuses ``resume_from_checkpoint``."""
+    utils = __getattr__("get_train_fn_utils")()
+    if not hasattr(utils, "_last_checkpoint"):
+        raise RuntimeError(f"{type(utils).__name__} keeps no _last_checkpoint: not Ray 2.60's local mode")
+    utils._last_checkpoint = checkpoint
 
 
 def keep_ray_on_loopback() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import ray
 import torch
 
-from course.config import Budget
+from course.budget import Budget
 
 
 def has_gpu() -> bool:

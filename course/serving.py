@@ -24,9 +24,13 @@ from PIL import Image, UnidentifiedImageError
 from ray.serve.schema import LoggingConfig
 from ray.train import Checkpoint, Result
 
-from course import config, settings
+from course import settings
+from course.budget import DogsBudget
+from course.config import SERVE_PORT_ENV, verbose
 from course.distributed import free_loopback_port
 from course.internals import RUN_SNAPSHOT
+from course.sources import Sources
+from course.storage import exists, filesystem, publish_folder, shared_path, storage_path
 from helpers.catalog import IMAGENETTE_SYNSETS
 from helpers.features import to_rgb
 from helpers.ingest import check_label_table, class_folders, ensure_labels, file_name
@@ -35,6 +39,9 @@ from helpers.ingest import check_label_table, class_folders, ensure_labels, file
 FINE_TUNED_RUN = "03-dogs-fish-ray-data"
 FINE_TUNED_NOTEBOOK = "notebooks/03_ray_data.ipynb"
 STANDIN_FOLDER = "serve-standin-model"  # under the storage path: the model notebook 06 fine-tunes when 03 has not run
+# The largest request the service takes: the model sees 224 x 224 pixels at most, a photo from a phone is far more.
+MAX_IMAGE_BYTES = 5_000_000
+MAX_IMAGE_PIXELS = 4096 * 4096
 
 
 # --- the model to serve --------------------------------------------------------------------------------------
@@ -42,8 +49,8 @@ STANDIN_FOLDER = "serve-standin-model"  # under the storage path: the model note
 
 def latest_run(name: str, storage: str | None = None) -> str | None:
     """The newest run folder named ``<name>-<date>_<time>`` in the storage path that holds a checkpoint, or None."""
-    storage = storage or config.storage_path()
-    fs, root = config.filesystem(storage)
+    storage = storage or storage_path()
+    fs, root = filesystem(storage)
     try:
         found = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     except OSError:
@@ -65,7 +72,7 @@ def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
     run folder, ``Result.from_path``; it logs that it found the run's snapshot, unless ``COURSE_VERBOSE=1`` quietly)."""
     train = logging.getLogger("ray.train")
     level = train.level
-    if not config.verbose():
+    if not verbose():
         train.setLevel(max(logging.WARNING, train.getEffectiveLevel()))
     try:
         result = Result.from_path(run)
@@ -76,7 +83,7 @@ def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
     return result.checkpoint, result.metrics
 
 
-def fine_tuned_checkpoint(sources: config.Sources, dogs: config.DogsBudget, storage: str | None = None) -> Checkpoint:
+def fine_tuned_checkpoint(sources: Sources, dogs: DogsBudget, storage: str | None = None) -> Checkpoint:
     """The model notebook 03 fine-tuned (the last checkpoint of its newest run), saying which one.
 
     When notebook 03 has not run yet: with the stand-in sources, a stand-in fine-tuned here in a minute or two
@@ -90,25 +97,25 @@ def fine_tuned_checkpoint(sources: config.Sources, dogs: config.DogsBudget, stor
         accuracy = metrics.get("eval_accuracy", float("nan"))
         print(f"  reported at step {metrics.get('step')}, validation accuracy {accuracy:.3f}")
         return checkpoint
-    where = f"{storage or config.storage_path()}/{FINE_TUNED_RUN}-*"
+    where = f"{storage or storage_path()}/{FINE_TUNED_RUN}-*"
     if sources.kind != "standin":
         raise FileNotFoundError(
             f"Notebook 03's fine-tuned model is missing: no run at {where}. Run {FINE_TUNED_NOTEBOOK} first "
             "(it fine-tunes the model this notebook serves), then this notebook again."
         )
-    where_standin = config.shared_path(STANDIN_FOLDER, storage)  # every replica reads it there
+    where_standin = shared_path(STANDIN_FOLDER, storage)  # every replica reads it there
     print(f"Notebook 03's fine-tuned model is missing (no run at {where}): run {FINE_TUNED_NOTEBOOK} first")
-    if not config.exists(f"{where_standin}/checkpoint/config.json"):
+    if not exists(f"{where_standin}/checkpoint/config.json"):
         with tempfile.TemporaryDirectory() as folder:
             seconds = build_standin_model(sources, dogs, Path(folder) / "checkpoint")
-            config.publish_folder(Path(folder), where_standin)
+            publish_folder(Path(folder), where_standin)
         print(f"Until then this notebook serves a stand-in, fine-tuned here in {seconds:.0f} s: {where_standin}")
     else:
         print(f"Until then this notebook serves the stand-in fine-tuned by an earlier run: {where_standin}")
     return Checkpoint(where_standin)
 
 
-def build_standin_model(sources: config.Sources, dogs: config.DogsBudget, folder: Path) -> float:
+def build_standin_model(sources: Sources, dogs: DogsBudget, folder: Path) -> float:
     """Fine-tune the pretrained model (``sources.model``) on dogs and fish, in this process, as notebook 03 does
     (``dogs``: its budget section's steps, batch size and learning rate); save it in ``folder``."""
     import torch
@@ -141,13 +148,13 @@ def answer(probabilities: np.ndarray, class_names: Sequence[str], **more: object
 # --- the images to send --------------------------------------------------------------------------------------
 
 
-def labelled_images(sources: config.Sources, split: str = "val") -> pd.DataFrame:
+def labelled_images(sources: Sources, split: str = "val") -> pd.DataFrame:
     """The dogs-vs-fish images of ``split`` as files are sent: ``file_name``, ``label`` and the file's ``body``."""
     table = check_label_table(pd.read_csv(ensure_labels(sources), dtype=str))
     label_of = dict(zip(table["file_name"], table["label"], strict=True))
     rows = []
     for folder in class_folders(sources.imagenette, split):
-        fs, path = config.filesystem(folder)
+        fs, path = filesystem(folder)
         for info in sorted(fs.get_file_info(pafs.FileSelector(path)), key=lambda info: info.path):
             with fs.open_input_stream(info.path) as f:
                 rows.append((file_name(info.path), label_of.get(info.base_name, ""), f.read()))
@@ -168,7 +175,7 @@ class BadImage(ValueError):
 HOW = "send an image file's bytes as the request body, for example `curl --data-binary @dog.jpg <url>`"
 
 
-def read_image(body: bytes, max_bytes: int = config.MAX_IMAGE_BYTES, max_pixels: int = config.MAX_IMAGE_PIXELS):
+def read_image(body: bytes, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_IMAGE_PIXELS):
     """The RGB image in a request's ``body``; :class:`BadImage` (a 4xx status and what to do) when there is none."""
     if not body:
         raise BadImage(400, f"the request has no body: {HOW}")
@@ -213,7 +220,7 @@ def probe_bodies(good: bytes) -> dict[str, bytes]:
 
 def serve_port() -> int:
     """The port Serve's HTTP proxy takes on 127.0.0.1: ``$COURSE_SERVE_PORT`` if set, else a free one."""
-    return settings.number(config.SERVE_PORT_ENV) or free_loopback_port()
+    return settings.number(SERVE_PORT_ENV) or free_loopback_port()
 
 
 # Serve's controller gives a new HTTP proxy 5 s to say it is ready, then replaces it, and `serve.start` fails with
@@ -229,7 +236,7 @@ def serve_logging() -> LoggingConfig:
     Left out: a line per request, and warnings about Serve's own internals (on a busy 2-core laptop, every few
     requests: a replica took more than 0.1 s to say how many requests it holds).
     """
-    if config.verbose():
+    if verbose():
         return LoggingConfig()
     logging.getLogger("ray.serve").setLevel(logging.ERROR)
     return LoggingConfig(log_level="ERROR", enable_access_log=False)

@@ -138,7 +138,7 @@ SETTINGS = (
         "COURSE_MODEL",
         "the pretrained image classifier lessons 01 to 03 fine-tune, instead of the sources' own: a Hub id, or a "
         "`save_pretrained` folder written as a path (/..., ./... or ~/...)",
-        unset="the sources' model (the stand-in, or course.config.REAL_MODELS by budget)",
+        unset="the sources' model (the stand-in, or course.sources.REAL_MODELS by budget)",
         example="google/vit-base-patch16-224",
     ),
     Setting(

@@ -21,6 +21,7 @@ metrics             accuracy with ``evaluate``, and checks that a split is not e
 measure             measuring data pipelines (notebook 05): a tally actor, shuffledness, stand-in work, stamps
 ==================  ====================================================================================================
 
-The stages read the course's settings and hardware from ``course.config`` and ``course.resources`` and nothing else
-of the machinery, so each can be read, and changed, on its own.
+The stages read the course's settings, sources, storage and hardware from ``course.config``, ``course.sources``,
+``course.storage`` and ``course.resources``, and nothing else of the machinery, so each can be read, and changed, on
+its own.
 """

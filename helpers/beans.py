@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datasets import DatasetDict, load_dataset
 
-from course.config import Sources, is_local, require_local
+from course.sources import Sources, is_local, require_local
 
 
 def load_beans(sources: Sources) -> DatasetDict:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from course.config import filesystem
+from course.storage import filesystem
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader

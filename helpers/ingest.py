@@ -11,7 +11,8 @@ import pandas as pd
 import pyarrow.fs as pafs
 import ray.data
 
-from course.config import Sources, filesystem, require_local
+from course.sources import Sources, require_local
+from course.storage import filesystem
 from helpers.catalog import IMAGENETTE_SYNSETS
 
 Batch = dict[str, np.ndarray]

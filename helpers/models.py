@@ -16,7 +16,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from course.config import is_local, require_local
+from course.sources import is_local, require_local
 
 
 def label_maps(class_names: Sequence[str]) -> tuple[dict[int, str], dict[str, int]]:

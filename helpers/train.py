@@ -15,8 +15,9 @@ import torch
 from ray.train import CheckpointConfig, LoggingConfig, RunConfig
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from course.config import CHECKPOINTS_KEPT, run_name, storage_path, verbose
+from course.config import verbose
 from course.resources import loader_workers, precision_args
+from course.storage import CHECKPOINTS_KEPT, run_name, storage_path
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:

@@ -55,7 +55,7 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-ARCHITECTURES = {"small": SMALL, "full": FULL}  # the names a budget uses (config.Budget.cifar.architecture)
+ARCHITECTURES = {"small": SMALL, "full": FULL}  # the names a budget uses (course.budget.Budget.cifar.architecture)
 
 
 def architecture_named(name: str) -> Architecture:

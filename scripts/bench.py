@@ -38,10 +38,13 @@ from ray.train import ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from course import benchmark, config
+from course.budget import Budget, get_budget
 from course.cluster import configure_ray_data, init_ray
 from course.distributed import torch_config
 from course.lessons import lesson_named
 from course.resources import cluster_gpus, gpu_of, plan_resources
+from course.sources import get_sources, require_data
+from course.storage import filesystem
 from helpers.cifar import loaders, normalize_batch
 from helpers.train import per_worker, run_config
 from helpers.vit import architecture_named, count_parameters
@@ -73,7 +76,7 @@ class Settings:
     shuffle_buffer: int  # rows of Ray Data's local shuffle buffer (0: no shuffle)
 
 
-def settings_for(budget: config.Budget, plan, available_images: int, quick: bool, mixed: str = "bf16") -> Settings:
+def settings_for(budget: Budget, plan, available_images: int, quick: bool, mixed: str = "bf16") -> Settings:
     """The knobs of the lesson the bench measures (:data:`LESSON`, notebook 04), from its section of the budget;
     ``quick`` keeps them but shrinks the work. ``mixed``: the 16-bit precision the cluster's GPU computes natively
     (``Gpu.mixed_precision``: fp16 on a T4 or V100, where bf16 would be emulated)."""
@@ -327,13 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the report (default {OUT})")
     args = parser.parse_args(argv)
 
-    sources = config.get_sources()
-    config.require_data(sources)
+    sources = get_sources()
+    require_data(sources)
     resources = init_ray()
     configure_ray_data()
-    budget = config.get_budget(cluster_gpus(resources))
+    budget = get_budget(cluster_gpus(resources))
     plan = plan_resources(resources, budget)
-    fs, root = config.filesystem(f"{sources.cifar10}/train")
+    fs, root = filesystem(f"{sources.cifar10}/train")
     available = pyarrow.dataset.dataset(root, filesystem=fs, format="parquet").count_rows()  # from the footers
     gpu = gpu_of(resources)
     settings = settings_for(budget, plan, available, args.quick, gpu.mixed_precision if gpu else "bf16")

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from course import config
+from course.storage import run_name, storage_path
 
 OUT = config.RESULTS_DIR / "gpu-check"
 LIMIT_S = 8 * 60  # the whole check, on one GPU (issue 57)
@@ -116,7 +117,7 @@ def nccl_between_two_workers() -> str:
         all_reduce,
         scaling_config=ScalingConfig(num_workers=2, use_gpu=True),
         torch_config=torch_config(),
-        run_config=ray.train.RunConfig(name=config.run_name("gpu-check-nccl"), storage_path=config.storage_path()),
+        run_config=ray.train.RunConfig(name=run_name("gpu-check-nccl"), storage_path=storage_path()),
     )
     total = trainer.fit().metrics["sum"]
     return "ok: 1 + 2 = 3 over NCCL" if total == 3 else f"FAILED: the all-reduce gave {total}, not 3"

@@ -125,20 +125,25 @@ def check(
     limit_s: float = 60,
     late: str = "",
     ray_first: Callable[[], bool] | None = None,
+    locally: Callable[[], None] | None = None,
 ) -> Verdict:
     """Run one check body under a deadline (``deadline.within``, at most ``limit_s`` seconds), record its verdict and
     print it: the body returns the success message or raises AssertionError with the finding. Whatever else happens
     is a verdict too: an exception of the check itself (an answer of a shape it did not expect) or a body still
     running at the limit (``late`` says what to look for).
 
-    When ``ray_first()`` says so (an answer worth running on Ray), Ray is attached here first, in the caller's
-    thread: ``ray.init`` sets its signal handlers only in the main thread, and says so on stderr elsewhere."""
+    ``locally()``, where given, runs first, under the same deadline: the part of the check that needs no cluster
+    (Ray Train's local mode, ``train_runs.fit_locally``), which raises its finding, or returns when it sees nothing
+    wrong; only then is Ray attached and ``run`` started. A fault local mode can show gets its verdict in seconds.
+
+    When ``ray_first()`` says so (an answer worth running on Ray), Ray is attached first, in the caller's thread
+    (``ray.init`` sets its signal handlers only in the main thread, and says so on stderr elsewhere); it is asked
+    again after ``locally``, so that a check whose local stage needs no Ray attaches only for an answer it passed."""
     try:
-        if ray_first is not None and ray_first():
-            attach_ray()
-    except Exception as error:  # noqa: BLE001  (the body says what it finds; Ray is attached there again)
-        logging.getLogger(__name__).debug("attaching Ray first: %s", error)
-    try:
+        _attach_first(ray_first)
+        if locally is not None:
+            within(locally, limit_s=limit_s, interrupt=True, grace_s=0)
+            _attach_first(ray_first)
         # at the limit, the learner's code is stopped at its next Python line (a loop that never ends would
         # otherwise go on in the kernel); the verdict does not wait for it
         verdict = Verdict(exercise, DONE, within(run, limit_s=limit_s, interrupt=True, grace_s=0))
@@ -163,6 +168,15 @@ def check(
             "returns (its type, its shape) with what the exercise asks for",
         )
     return record(verdict)
+
+
+def _attach_first(ray_first: Callable[[], bool] | None) -> None:
+    """Attach Ray in this thread when ``ray_first()`` says so; a failure here is the body's to find and say."""
+    try:
+        if ray_first is not None and ray_first():
+            attach_ray()
+    except Exception as error:  # noqa: BLE001  (the body says what it finds; Ray is attached there again)
+        logging.getLogger(__name__).debug("attaching Ray first: %s", error)
 
 
 def attach_ray() -> None:

@@ -11,11 +11,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from course.deadline import first_line
 from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
 from course.exercises.train_runs import (
     RUN_LIMIT_S,
     WORKER_LIMIT_S,
+    Kept,
+    LocalLate,
     Reports,
+    call,
+    fit_locally,
     fit_within,
     run_watched,
     stopped_finding,
@@ -131,6 +136,7 @@ def _observed(loop_config: dict) -> None:
 
     config = dict(loop_config)
     learner, tally, reports = config.pop("learner"), config.pop("tally"), config.pop("reports")
+    kept = config.pop("kept", None)  # local mode: each checkpoint kept, as storage would (train_runs.Kept)
     made: list[torch.nn.Module] = []
     losses: list[tuple[float, int]] = []  # (loss, batch size) of each training batch since the last report
     rates: list[float] = []  # the learning rate of each optimizer step since the last report
@@ -165,18 +171,69 @@ def _observed(loop_config: dict) -> None:
     torch.nn.functional.cross_entropy = counted_cross_entropy  # nn.CrossEntropyLoss calls it too
     hook = register_optimizer_step_pre_hook(stepped)
     try:
-        run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses)
+        run_watched(learner, config | {"make_model": make_model}, reports, measure=batch_losses, kept=kept)
     finally:
         torch.nn.functional.cross_entropy = cross_entropy
         hook.remove()
     spread, final = -1.0, []  # no model built with make_model
     if made:
         weights = torch.cat([p.detach().flatten().cpu() for p in made[-1].parameters()])
-        everyone = [torch.zeros_like(weights) for _ in range(ray.train.get_context().get_world_size())]
-        torch.distributed.all_gather(everyone, weights)
+        everyone = [weights]  # local mode: one worker, no process group
+        if torch.distributed.is_initialized():
+            everyone = [torch.zeros_like(weights) for _ in range(ray.train.get_context().get_world_size())]
+            torch.distributed.all_gather(everyone, weights)
         spread = max(float((other - everyone[0]).abs().max()) for other in everyone)
         final = weights.tolist()  # the model as training left it: the last checkpoint must hold these
-    tally.add.remote(rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread, final=final)
+    call(tally, "add", rank=ray.train.get_context().get_world_rank(), models=len(made), spread=spread, final=final)
+
+
+class _Seen(list):
+    """In local mode, what :func:`_observed` tells of its one worker (on workers: a ``helpers.measure.Tally``)."""
+
+    def add(self, **row: Any) -> None:
+        self.append(row)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(list(self))
+
+
+def _judge_locally(train_from_shard: Callable[[dict], None], problem: dict) -> None:
+    """04.2 in Ray Train's local mode, in seconds: the learner's function in this process on the check's dataset
+    (``train_runs.fit_locally``), judged as a run on workers is (:func:`_judge_train_run`), but for what needs two
+    ranks (which ranks attach a checkpoint, whether they end with the same weights, a report on rank 0 only).
+    Raises the finding; returns when local mode sees nothing wrong, or cannot judge: ``model.module``, DDP's
+    wrapper, which local mode does not make (``prepare_model`` gives the model back as it is)."""
+    from helpers.loops import WEIGHTS_FILE
+
+    reports, seen, kept = Reports(), _Seen(), Kept()
+    loop_config = {key: problem[key] for key in ("epochs", "batch_size", "lr")}
+    loop_config |= {"learner": train_from_shard, "tally": seen, "reports": reports, "kept": kept}
+    try:
+        try:
+            fit_locally(_observed, loop_config, datasets={"train": problem["train"]})
+        except LocalLate:
+            raise
+        except AttributeError as error:
+            if "'module'" in str(error):  # model.module: DDP's wrapper exists on workers only
+                return
+            raise AssertionError(_raised_finding(first_line(error), local=True)) from None
+        except NotImplementedError:
+            raise NotDone from None
+        except Exception as error:  # the learner's own error, as it is (local mode does not wrap it)
+            raise AssertionError(_raised_finding(first_line(error), local=True)) from None
+        calls = reports.state()["calls"]
+        _judge_train_run(kept.result(), seen.table(), problem["epochs"], WEIGHTS_FILE, 1, calls, **problem["asked"])
+    finally:
+        kept.close()
+
+
+def _problem() -> dict:
+    """04.2's run: the check's own data as a Ray Data dataset, and the loop config it asks for."""
+    import ray.data
+
+    images, labels = hidden_problem(512, seed=1)
+    train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
+    return {"train": train, "epochs": 3, "batch_size": 32, "lr": 0.05, "asked": {"batch_size": 32, "lr": 0.05}}
 
 
 def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: int = 2) -> Verdict:
@@ -187,18 +244,22 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
     from ray.train import CheckpointConfig, LoggingConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from course.config import run_name, storage_path
     from course.distributed import torch_config
+    from course.storage import run_name, storage_path
     from helpers.loops import WEIGHTS_FILE
     from helpers.measure import Tally
 
-    def run() -> str:
+    def locally() -> None:  # Ray Train's local mode: in seconds, whatever one worker shows
         if untouched(train_from_shard):
             raise NotDone
         attach_ray()
-        images, labels = hidden_problem(512, seed=1)
-        train = ray.data.from_items([{"image": x, "label": y} for x, y in zip(images, labels, strict=True)])
-        epochs, batch_size, lr, tally = 3, 32, 0.05, Tally.remote()
+        _judge_locally(train_from_shard, _problem())
+
+    def run() -> str:
+        attach_ray()
+        problem = _problem()
+        train, epochs, batch_size, lr = (problem[key] for key in ("train", "epochs", "batch_size", "lr"))
+        tally = Tally.remote()
         reports = ray.remote(num_cpus=0)(Reports).remote()
         loop_config = {
             "epochs": epochs,
@@ -239,7 +300,9 @@ def check_train_from_shard(train_from_shard: Callable[[dict], None], workers: in
             ray.kill(tally)
         return _judge_train_run(result, seen, epochs, WEIGHTS_FILE, workers, calls, batch_size=batch_size, lr=lr)
 
-    return check("04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard))
+    return check(
+        "04.2", run, limit_s=RUN_LIMIT_S + 60, ray_first=lambda: not untouched(train_from_shard), locally=locally
+    )
 
 
 # 04.2: what an epoch that trained on nothing means, in both places it is found (a worker's error, rank 0's reports)
@@ -250,17 +313,24 @@ USED_UP = (
 )
 
 
-def _raised_finding(found: str) -> str:
-    """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``checking.learner_error`` gives it)."""
+def _raised_finding(found: str, local: bool = False) -> str:
+    """04.2's finding when a worker raised ``found`` (``KeyError: 'x'``, as ``checking.learner_error`` gives it), or
+    the function did in local mode (``local``: there, its traceback can be seen in the learner's own cell)."""
+    who = "your function raised" if local else "a worker raised"
+    where = (
+        " (run it in local mode, `ScalingConfig(num_workers=0)`, as lesson 02 does, to see its traceback in your cell)"
+        if local
+        else ""
+    )
     if "split is empty" in found or "ZeroDivisionError" in found:  # train_epoch's, or a loop's own, on no batches
-        return f"a worker raised {found}: an epoch got no batches. {USED_UP}"
+        return f"{who} {found}{where}: an epoch got no batches. {USED_UP}"
     if any(sign in found for sign in ("shape", "size mismatch", "mat1 and mat2", "must match the size")):
         return (
-            f"a worker raised {found}: the check trains a model of its own, on images of a size of its own; build "
+            f"{who} {found}{where}: the check trains a model of its own, on images of a size of its own; build "
             'the model with `loop_config["make_model"]()`, not the lesson\'s own model'
         )
     return (
-        f"a worker raised {found}. Ray Train gives the function its `loop_config` (epochs, batch_size, lr, "
+        f"{who} {found}{where}. Ray Train gives the function its `loop_config` (epochs, batch_size, lr, "
         'make_model) and the data as `ray.train.get_dataset_shard("train")`, with columns `image` and `label`'
     )
 

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from course.config import publish_folder, remove, shared_path
 from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
+from course.storage import publish_folder, remove, shared_path
 
 CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's model with a new head, seeded
 
@@ -47,7 +47,7 @@ def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
     from ray.train.huggingface.transformers import RayTrainReportCallback
     from transformers import set_seed
 
-    from course.config import get_sources
+    from course.sources import get_sources
     from helpers.models import load_classifier, load_processor
 
     pretrained = get_sources().model

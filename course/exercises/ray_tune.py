@@ -375,7 +375,7 @@ def made_up_results() -> Any:
     """07.2's ResultGrid: a small Tune experiment of :func:`made_up_trial`, one trial per curve, on the cluster."""
     from ray import tune
 
-    from course.config import run_name, storage_path
+    from course.storage import run_name, storage_path
 
     tuner = tune.Tuner(
         tune.with_resources(made_up_trial, {"cpu": 1}),

@@ -21,6 +21,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from ports import SocketWatch
 
 from course import results
 from course.distributed import free_loopback_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import steps  # noqa: E402  (scripts/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "browser"
@@ -162,6 +166,8 @@ def test_notebooks_run_all_in_jupyterlab_one_after_another(lab):
     base, token, folder = lab
     from playwright.sync_api import sync_playwright
 
+    began, began_wall = time.monotonic(), time.time()
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
@@ -195,4 +201,5 @@ def test_notebooks_run_all_in_jupyterlab_one_after_another(lab):
             if page.get_by_text("Error displaying widget").count():
                 failures.setdefault(name, []).append("reopened, it shows 'Error displaying widget'")
         browser.close()
+    steps.record("its browser test", began_wall, time.monotonic() - began, 1 if failures else 0)  # .ci/run's table
     assert not failures, json.dumps(failures, indent=1, ensure_ascii=False)

@@ -109,10 +109,10 @@ def test_on_gpus_the_bench_trains_in_the_16_bits_the_gpu_computes_natively() -> 
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench
 
-    from course import config
+    from course.budget import get_budget
     from course.resources import GPUS, plan_resources
 
-    budget = config.get_budget(kind="gpu")
+    budget = get_budget(kind="gpu")
     for name, expected in (("T4", "fp16"), ("V100", "fp16"), ("A100", "bf16"), ("H100", "bf16")):
         plan = plan_resources({"CPU": 16.0, "GPU": 1.0}, budget)
         settings = bench.settings_for(budget, plan, 50_000, quick=True, mixed=GPUS[name].mixed_precision)

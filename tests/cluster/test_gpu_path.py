@@ -22,11 +22,13 @@ from executed import NOTEBOOKS, ROOT
 from ray.train import Checkpoint
 
 from course import config, resources
+from course.budget import get_budget
 from course.cluster import init_ray
 from course.resources import GPUS, Plan, gpus_per_replica, per_gpu_batches, plan_resources
+from course.sources import STANDIN_CIFAR10
 from helpers import cifar, inference, train
 
-GPU_BUDGET = config.get_budget(kind="gpu")
+GPU_BUDGET = get_budget(kind="gpu")
 ON_GPUS = {gpus: plan_resources({"CPU": 16.0 * gpus, "GPU": float(gpus)}, GPU_BUDGET) for gpus in (1, 2, 8, 16)}
 ON_CPUS = plan_resources({"CPU": 8.0}, GPU_BUDGET)
 
@@ -334,7 +336,7 @@ def test_the_gpu_budgets_baseline_trains_where_a_gpu_is():
 
 
 def test_cifar_loaders_pin_memory_on_a_gpu_and_keep_no_float32_copy_of_the_split(monkeypatch):
-    uri = str(config.DATA_DIR / config.STANDIN_CIFAR10)
+    uri = str(config.DATA_DIR / STANDIN_CIFAR10)
     monkeypatch.setattr(resources, "pin_memory", lambda: True)
     train_loader, valid_loader = cifar.loaders(uri, 16, 64, 32)
     assert train_loader.pin_memory and valid_loader.pin_memory

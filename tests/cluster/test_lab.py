@@ -14,12 +14,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import beyond_loopback, listeners
+from ports import beyond_loopback, free_cluster_port, listeners
 
 from course.distributed import free_loopback_port
 
 ROOT = Path(__file__).resolve().parents[2]
-LAB_RAY_PORT = 6689  # the lab's own cluster, beside `make test`'s (6389) and the other tests' clusters
+# the lab's own cluster, beside `make test`'s (6389) and the other tests' clusters (another port if this one is held)
+LAB_RAY_PORT = 6689
 
 pytestmark = pytest.mark.cluster  # starts a Ray cluster with the lab
 
@@ -51,10 +52,10 @@ def listener_of(process: psutil.Process, port: int) -> psutil.Process | None:
 
 
 def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_stops_it() -> None:
-    port = free_loopback_port()
+    port, ray_port = free_loopback_port(), free_cluster_port(LAB_RAY_PORT)
     # as a learner types it: no cluster yet, and the learner's kind (not make test's isolated worker node)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "COURSE_RAY_ISOLATED_NODE")}
-    env |= {"BROWSER": "true", "COURSE_RAY_PORT": str(LAB_RAY_PORT)}  # no browser to open here
+    env |= {"BROWSER": "true", "COURSE_RAY_PORT": str(ray_port)}  # no browser to open here
     lab = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"LAB_PORT={port}"],
         cwd=ROOT,
@@ -74,8 +75,8 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
         assert {ip for ip, _ in sockets} == {"127.0.0.1"}, sockets
         server = listener_of(psutil.Process(lab.pid), port)
         assert server is not None
-        assert server.environ().get("RAY_ADDRESS") == f"127.0.0.1:{LAB_RAY_PORT}", "kernels inherit the lab's cluster"
-        ray_listeners = listeners(cluster_processes(LAB_RAY_PORT))
+        assert server.environ().get("RAY_ADDRESS") == f"127.0.0.1:{ray_port}", "kernels inherit the lab's cluster"
+        ray_listeners = listeners(cluster_processes(ray_port))
         assert ray_listeners and not beyond_loopback(ray_listeners), ray_listeners
         token = server.environ().get("JUPYTER_TOKEN")
         page = page_config(port, token, lab)
@@ -93,8 +94,10 @@ def test_make_lab_serves_on_loopback_with_one_ray_cluster_for_its_kernels_and_st
     assert "[ray-cluster] starting a head node and a worker node" in output
     if os.geteuid() == 0:
         assert "running as root (a container?): starting JupyterLab with --allow-root" in output
-    time.sleep(1)
-    assert not cluster_processes(LAB_RAY_PORT), "the lab's Ray cluster outlived the lab"
+    deadline = time.monotonic() + 60  # a process that has just been stopped may take a moment to go
+    while cluster_processes(ray_port) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not cluster_processes(ray_port), "the lab's Ray cluster outlived the lab"
 
 
 def page_config(port: int, token: str | None, lab: subprocess.Popen) -> dict:
@@ -120,7 +123,11 @@ def kernel_of(lab: psutil.Process, port: int, token: str | None) -> psutil.Proce
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for process in lab.children(recursive=True):
-            if kernel_id in " ".join(process.cmdline()) and "ipykernel" in " ".join(process.cmdline()):
+            try:
+                line = " ".join(process.cmdline())
+            except psutil.Error:  # a short-lived child, already gone
+                continue
+            if kernel_id in line and "ipykernel" in line:
                 time.sleep(3)  # its sockets are bound as it starts
                 return process
         time.sleep(0.5)

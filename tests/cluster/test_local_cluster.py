@@ -20,11 +20,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import beyond_loopback, listeners
+from ports import beyond_loopback, free_cluster_port, listeners
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "with-ray-cluster.sh"
-PORT = 6589  # not the 6389 of `make test`'s own cluster
+PORT = 6589  # preferred: not the 6389 of `make test`'s own cluster (free_cluster_port takes another if it is held)
 # Listeners allowed beyond loopback, with the reason (README, "The local Ray cluster"): none today.
 ALLOWED_BEYOND_LOOPBACK: dict[str, str] = {}
 
@@ -58,20 +58,38 @@ def run_script(*args: str, env: dict[str, str], timeout: int = 180) -> subproces
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
-def ray_processes_since(before: set[int]) -> list[psutil.Process]:
-    """Ray processes started after the snapshot ``before`` and not by a process that existed then.
+def names_the_cluster(process: psutil.Process, port: int) -> bool:
+    """Whether ``process`` is of the cluster at 127.0.0.1:``port``: its command line names that address or port (the
+    GCS, the raylets, the dashboard, Ray's other daemons), or it inherited the RAY_ADDRESS that the script exports
+    before it starts anything."""
+    if re.search(rf"(127\.0\.0\.1:|port[= ]){port}\b", " ".join(process.info["cmdline"] or [])):
+        return True
+    try:
+        return process.environ().get("RAY_ADDRESS") == f"127.0.0.1:{port}"
+    except psutil.Error:  # ended, or another user's: not this cluster's
+        return False
 
-    Found independently of the script's own bookkeeping, so a process it forgets (as the Ray Client
-    server once was) is still seen. Processes of `make test`'s own cluster are older, or children of older ones.
+
+def ray_processes_since(before: set[int], port: int) -> list[psutil.Process]:
+    """Ray processes of the cluster at 127.0.0.1:``port`` started after the snapshot ``before``: those that name the
+    cluster (:func:`names_the_cluster`) and their descendants, whoever adopted them.
+
+    Found independently of the script's own bookkeeping (its temp folder), so a process it forgets (as the Ray Client
+    server once was) is still seen. Whatever else runs on this machine is left out: `make test`'s own cluster, or
+    another Ray started meanwhile, names another address (free_cluster_port: this one was free).
     """
+    new = {p.pid: p for p in psutil.process_iter(["name", "cmdline", "ppid"]) if p.pid not in before}
+    ours = {pid for pid, process in new.items() if names_the_cluster(process, port)}
+    grown = True
+    while grown:  # a raylet's workers and agents rename themselves: they are the cluster's as its children
+        children = {pid for pid, process in new.items() if process.info["ppid"] in ours} - ours
+        ours |= children
+        grown = bool(children)
     found = []
-    for process in psutil.process_iter(["name", "cmdline", "ppid"]):
-        text = process.info["name"] + " " + " ".join(process.info["cmdline"] or [])
-        if process.pid in before or "ray" not in text.lower():
-            continue
-        if process.info["ppid"] in before and process.info["ppid"] != 1:
-            continue
-        found.append(process)
+    for pid in sorted(ours):
+        text = (new[pid].info["name"] or "") + " " + " ".join(new[pid].info["cmdline"] or [])
+        if "ray" in text.lower():
+            found.append(new[pid])
     return found
 
 
@@ -92,7 +110,7 @@ def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     venv = other_environment(tmp_path_factory.mktemp("env") / "course-env")
     # a learner's cluster: not make test's, whose worker node shares no files (COURSE_RAY_ISOLATED_NODE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
-    env.update(VENV=str(venv), COURSE_RAY_PORT=str(PORT))
+    env.update(VENV=str(venv), COURSE_RAY_PORT=str(free_cluster_port(PORT)))
     no_procps = without_procps(tmp_path_factory.mktemp("no-procps"))
     env["PATH"] = f"{no_procps}:{env['PATH']}"
     before = {p.pid for p in psutil.process_iter()}
@@ -115,7 +133,7 @@ def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
 
 
 def cluster_processes(env: dict[str, str]) -> list[psutil.Process]:
-    return alive(ray_processes_since({int(pid) for pid in env["BEFORE"].split(",")}))
+    return alive(ray_processes_since({int(pid) for pid in env["BEFORE"].split(",")}, int(env["COURSE_RAY_PORT"])))
 
 
 def run_on_cluster(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -126,7 +144,18 @@ def run_on_cluster(code: str, env: dict[str, str]) -> subprocess.CompletedProces
 TASKS = """
 import sys, time, ray
 from course.cluster import init_ray
+
+class Kept:  # a stream that keeps what is written to it: the tasks' lines, as Ray forwards them, among it
+    def __init__(self, stream):
+        self.stream, self.written = stream, []
+    def write(self, text):
+        self.written.append(text)
+        return self.stream.write(text)
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
 init_ray()
+sys.stdout, sys.stderr = Kept(sys.stdout), Kept(sys.stderr)  # Ray prints the workers' lines to these, when they come
 @ray.remote(num_cpus=1, scheduling_strategy="SPREAD")  # both nodes, even when one worker could run all eight
 def where(i):
     print(f"line from task {i}")
@@ -135,7 +164,15 @@ def where(i):
 found = ray.get([where.remote(i) for i in range(8)])
 print("prefixes", sorted({p for p, _ in found}))
 print("nodes", len({n for _, n in found}))
-time.sleep(3)  # let the log monitor forward the lines
+# the log monitor forwards the lines a moment later (seconds on a busy machine): wait for all eight, then a while
+# more, in which a line forwarded twice would come again
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    written = "".join(sys.stdout.written + sys.stderr.written)
+    if all(f"line from task {i}" in written for i in range(8)):
+        break
+    time.sleep(0.2)
+time.sleep(3)
 """
 
 
@@ -186,7 +223,8 @@ def test_the_cluster_stops_when_its_command_fails_or_is_killed(how):
     """`make test` failing, or Ctrl-C / `kill` reaching the whole process group (Ray's processes too): the cluster the
     script started stops all the same (a bare `return` in its EXIT trap once ended the cleanup halfway)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
-    env["COURSE_RAY_PORT"] = str(PORT + 20 + (how == "killed") * 10)
+    port = free_cluster_port(PORT + 20 + (how == "killed") * 10)
+    env["COURSE_RAY_PORT"] = str(port)
     before = {p.pid for p in psutil.process_iter()}
     command = ["false"] if how == "fails" else ["sleep", "600"]
     script = subprocess.Popen(
@@ -211,5 +249,5 @@ def test_the_cluster_stops_when_its_command_fails_or_is_killed(how):
     output = script.communicate(timeout=120)[0]
     assert script.returncode == (1 if how == "fails" else 130), output
     assert "[ray-cluster] stopping" in output, output
-    left = alive(ray_processes_since(before))
+    left = alive(ray_processes_since(before, port))
     assert not left, f"left running: {[' '.join(p.cmdline())[:120] for p in left]}"

@@ -23,6 +23,7 @@ from ray.data.expressions import col
 
 from course import config
 from course.cluster import configure_ray_data, init_ray
+from course.sources import STANDIN_CIFAR10, STANDIN_IMAGENETTE, get_sources, require_data
 from helpers.cifar import load_split
 from helpers.ingest import (
     add_shapes,
@@ -33,8 +34,8 @@ from helpers.ingest import (
     require_readable_images,
 )
 
-STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
-STANDIN_CIFAR10 = config.DATA_DIR / config.STANDIN_CIFAR10
+STANDIN = config.DATA_DIR / STANDIN_IMAGENETTE
+STANDIN_CIFAR10 = config.DATA_DIR / STANDIN_CIFAR10
 BUCKET = "course-data"
 # The real sources' buckets and prefixes (course.config), and a synset imagenette has but the course skips.
 REAL_IMAGENETTE = ("air-example-data-2", "imagenette2")
@@ -116,14 +117,14 @@ def test_s3_gives_the_same_images_and_labels_as_the_local_folder():
 
 @pytest.mark.usefixtures("s3_env")
 def test_a_wrong_bucket_or_prefix_names_the_uri_and_the_setting(tmp_path):
-    real = config.get_sources("real", tmp_path)
+    real = get_sources("real", tmp_path)
     good = dataclasses.replace(
         real, imagenette=f"s3://{BUCKET}/{STANDIN.name}", cifar10=f"s3://{BUCKET}/{STANDIN.name}"
     )
-    assert config.require_data(good) is good
+    assert require_data(good) is good
     for wrong in (f"s3://no-such-bucket/{STANDIN.name}", f"s3://{BUCKET}/no-such-prefix"):
         with pytest.raises(FileNotFoundError, match=r"COURSE_SOURCES") as error:
-            config.require_data(dataclasses.replace(good, imagenette=wrong))
+            require_data(dataclasses.replace(good, imagenette=wrong))
         assert wrong in str(error.value) and "`imagenette`" in str(error.value)
 
 
@@ -173,8 +174,8 @@ def real_layouts(s3_env: dict[str, str]) -> None:
 @pytest.mark.usefixtures("ray_with_s3", "real_layouts")
 def test_the_real_sources_on_s3_work_unchanged(tmp_path):
     """COURSE_SOURCES=real, buckets and all, but the Hub: the labels file is written, 03 and 04 read as they do."""
-    sources = config.get_sources("real", tmp_path)
-    assert config.require_data(sources) is sources
+    sources = get_sources("real", tmp_path)
+    assert require_data(sources) is sources
     labels = ensure_labels(sources)  # imagenette ships no labels file: written from the synset folders
     assert labels == str(tmp_path / "imagenette2-labels.csv")
     written = read_labels(labels)

@@ -29,6 +29,7 @@ from ray.train.torch import TorchTrainer
 from course import config, settings
 from course.cluster import FREED_MEMORY_RETURNED, CompactRuntimeEnv, init_ray, job_runtime_env
 from course.distributed import torch_config
+from course.sources import STANDIN_BEANS
 from helpers.loops import report_epoch
 from helpers.train import run_config
 
@@ -72,7 +73,7 @@ def run_and_look() -> dict:
             "runtime_env": ray.get_runtime_context().get_runtime_env_string(),
             "helpers": helpers.__file__,
             "sees_checkout": (ROOT / "Makefile").exists(),
-            "sees_data": Path(os.environ[config.DATA_DIR_ENV], config.STANDIN_BEANS).is_dir(),
+            "sees_data": Path(os.environ[config.DATA_DIR_ENV], STANDIN_BEANS).is_dir(),
         }
 
     def tag(batch: dict) -> dict:  # a Ray Data task, streamed to the training workers

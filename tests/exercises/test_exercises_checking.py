@@ -65,15 +65,14 @@ def test_a_check_that_does_not_finish_in_time_gives_a_verdict_at_its_limit():
 
     release = threading.Event()
     started = time.monotonic()
-    verdict = checking.check("02.1", lambda: release.wait(30) and "never", limit_s=0.5, late="Look at `x`")
+    verdict = checking.check("02.1", lambda: release.wait(60) and "never", limit_s=0.5, late="Look at `x`")
     release.set()
     expect(verdict, checking.WRONG, "no verdict within the check's time limit of 0 s", "Look at `x`")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30, "the verdict waited for the answer (60 s), not for its limit"
 
 
 def test_a_learner_loop_that_never_ends_is_stopped_at_the_limit_not_left_spinning_in_the_kernel():
     import threading
-    import time
 
     stopped = threading.Event()
 
@@ -86,8 +85,9 @@ def test_a_learner_loop_that_never_ends_is_stopped_at_the_limit_not_left_spinnin
 
     verdict = checking.check("07.1", spins, limit_s=0.3)
     expect(verdict, checking.WRONG, "no verdict within the check's time limit")
-    assert stopped.wait(5), "the learner's loop went on after the verdict"
-    time.sleep(0.1)
+    assert stopped.wait(60), "the learner's loop went on after the verdict"
+    for thread in [t for t in threading.enumerate() if t.name == "within-spins"]:
+        thread.join(60)
     assert not any(t.name == "within-spins" for t in threading.enumerate())
 
 

@@ -10,14 +10,23 @@ The answers a learner who half-understood would write, each refused below:
   - a counter that resumes *at* the saved step (that step reported twice);
   - reports without a checkpoint; a metric named otherwise than ``step``; a number of steps written in (10);
   - only rank 0 reports (the other worker waits at ``ray.train.report`` for ever);
-  - the step kept in a file of its own on the local disk and read from there after the restart, instead of from
-    the checkpoint Ray Train hands back (works on one machine only; accepted before).
+  - the step kept in a file of its own on the local disk, or in a variable, and read from there after the restart,
+    instead of from the checkpoint Ray Train hands back (works on one machine only);
+  - a bug of its own (a typo), a loop that never ends.
   Right: only rank 0 attaches the checkpoint (the others pass ``None``); ``from ray.train import get_checkpoint``.
+
+Every wrong answer one worker can show is judged in Ray Train's local mode, without Ray; only "rank 0 reports" and
+the right answer need two workers and a restart (one test, on the cluster).
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
+import ray
+import ray.train
 from exercise_checks import expect, todo
 from ray.train import FailureConfig
 
@@ -28,12 +37,12 @@ from course.exercises import (
 
 
 def test_resume_refuses_a_failure_config_that_is_missing_or_not_one_restart():
-    def counter(loop_config):  # never run: the FailureConfig is refused first
+    def unrun(loop_config):  # the FailureConfig is refused first
         pass
 
-    expect(fault_tolerance.check_resume(counter, None), checking.WRONG, "make it a `FailureConfig`")
-    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=0)), checking.WRONG, "exactly one restart")
-    expect(fault_tolerance.check_resume(counter, FailureConfig(max_failures=-1)), checking.WRONG, "would never stop")
+    expect(fault_tolerance.check_resume(unrun, None), checking.WRONG, "make it a `FailureConfig`")
+    expect(fault_tolerance.check_resume(unrun, FailureConfig(max_failures=0)), checking.WRONG, "exactly one restart")
+    expect(fault_tolerance.check_resume(unrun, FailureConfig(max_failures=-1)), checking.WRONG, "would never stop")
     expect(fault_tolerance.check_resume(todo, FailureConfig(max_failures=1)), checking.NOT_DONE)
 
 
@@ -43,34 +52,25 @@ def test_resume_names_each_half_right_failure_config_before_ray_starts():
     import ray
     from ray.train import RunConfig
 
-    def counter(loop_config):  # never run: the FailureConfig is refused first
+    def unrun(loop_config):  # the FailureConfig is refused first
         pass
 
     ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
     check = fault_tolerance.check_resume
-    expect(check(counter, FailureConfig()), checking.WRONG, "max_failures=0", "the default, allows none")
-    expect(check(counter, FailureConfig), checking.WRONG, "the class `FailureConfig` itself", "max_failures=1")
+    expect(check(unrun, FailureConfig()), checking.WRONG, "max_failures=0", "the default, allows none")
+    expect(check(unrun, FailureConfig), checking.WRONG, "the class `FailureConfig` itself", "max_failures=1")
     whole_run = RunConfig(failure_config=FailureConfig(max_failures=1))
-    expect(check(counter, whole_run), checking.WRONG, "a whole `RunConfig`", "the `FailureConfig` alone")
-    expect(check(counter, FailureConfig(max_failures=3)), checking.WRONG, "exactly one restart", "runs 4 times")
-    expect(check(counter, 1), checking.WRONG, "`failure_config` is 1", "make it a `FailureConfig`")
+    expect(check(unrun, whole_run), checking.WRONG, "a whole `RunConfig`", "the `FailureConfig` alone")
+    expect(check(unrun, FailureConfig(max_failures=3)), checking.WRONG, "exactly one restart", "runs 4 times")
+    expect(check(unrun, 1), checking.WRONG, "`failure_config` is 1", "make it a `FailureConfig`")
     assert not ray.is_initialized(), "the check started Ray for a FailureConfig it refuses"
 
 
-@pytest.mark.cluster
-def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
-    """02b.1 on Ray Train: the answers of a learner who half-understood are refused."""
-    import tempfile
-    from pathlib import Path
+def counter(resume=True, with_checkpoint=True, steps=None):
+    """A counter as the lesson writes it: the step in each checkpoint, read back on resume (the switches break it).
+    Made inside this function, so that Ray ships it by value to workers that cannot import this test module."""
 
-    import ray
-    import ray.train
-
-    from course.cluster import init_ray
-
-    init_ray()
-
-    def count(loop_config, resume=True, with_checkpoint=True, steps=None):
+    def count(loop_config):
         start = 0
         checkpoint = ray.train.get_checkpoint()
         if resume and checkpoint is not None:
@@ -82,34 +82,103 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
                 saved = ray.train.Checkpoint.from_directory(folder) if with_checkpoint else None
                 ray.train.report({"step": step}, checkpoint=saved)
 
-    one_restart = FailureConfig(max_failures=1)
-    from_scratch = lambda c: count(c, resume=False)  # noqa: E731
-    expect(fault_tolerance.check_resume(from_scratch, one_restart), checking.WRONG, "counted from 1 again")
-    no_checkpoint = lambda c: count(c, with_checkpoint=False)  # noqa: E731
-    expect(fault_tolerance.check_resume(no_checkpoint, one_restart), checking.WRONG, "no checkpoint was reported")
-    ten_steps = lambda c: count(c, steps=10)  # noqa: E731
-    expect(fault_tolerance.check_resume(ten_steps, one_restart), checking.WRONG, "count to the number the loop config")
+    return count
 
-    def repeats_the_saved_step(loop_config):  # resumes *at* the checkpoint's step, so that step is reported twice
-        start = 1
-        checkpoint = ray.train.get_checkpoint()
-        if checkpoint is not None:
-            with checkpoint.as_directory() as folder:
-                start = int(Path(folder, "step.txt").read_text())
-        for step in range(start, loop_config["steps"] + 1):
+
+def repeats_the_saved_step(loop_config):  # resumes *at* the checkpoint's step, so that step is reported twice
+    start = 1
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            start = int(Path(folder, "step.txt").read_text())
+    for step in range(start, loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "step.txt").write_text(str(step))
+            ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
+    for step in range(1, loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            Path(folder, "step.txt").write_text(str(step))
+            ray.train.report({"n": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def a_typo(loop_config):  # a bug of the learner's own: local mode raises it as it is
+    for step in range(1, loop_config["step"] + 1):
+        ray.train.report({"step": step})
+
+
+def never_ends(loop_config):
+    while True:
+        pass
+
+
+COUNTED = {"steps": 0}  # what `in_a_variable` remembers between its runs in this process
+
+
+def in_a_variable(loop_config):  # the step kept in a variable of the process: right in local mode, on one machine
+    for step in range(COUNTED["steps"] + 1, loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+        COUNTED["steps"] = step
+
+
+RESUME_WRONG = {  # judged in local mode, in this process: no Ray, no cluster
+    "counts from 1 again": (counter(resume=False), ["counted from 1 again"]),
+    "no checkpoint": (counter(with_checkpoint=False), ["no checkpoint was reported"]),
+    "ten steps written in": (counter(steps=10), ["count to the number the loop config"]),
+    "resumes at the saved step": (repeats_the_saved_step, ["go on right after it"]),
+    "another metric name": (other_key, ["no `step`", "['n']"]),
+    "a typo": (a_typo, ["raised KeyError: 'step'", "num_workers=0", "traceback in your cell"]),
+    "a loop that never ends": (never_ends, ["still running after 5 s", "loop that never ends"]),
+    "the step in a variable": (in_a_variable, ["never called `ray.train.get_checkpoint()`", "another machine"]),
+}
+
+
+@pytest.mark.parametrize("answer, phrases", RESUME_WRONG.values(), ids=RESUME_WRONG.keys())
+def test_resume_refuses_in_local_mode_without_starting_ray(answer, phrases):
+    """02b.1: what one worker shows (an error, a missing checkpoint, a step lost or repeated on resume) is judged in
+    Ray Train's local mode, in this process, before any cluster: the verdict in seconds, and Ray never started."""
+    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    COUNTED["steps"] = 0
+    expect(fault_tolerance.check_resume(answer, FailureConfig(max_failures=1)), checking.WRONG, *phrases)
+    assert not ray.is_initialized(), "the check started Ray for an answer local mode refuses"
+
+
+def test_resume_refuses_a_step_kept_in_a_file_beside_ray(tmp_path):
+    """02b.1: the step read back from a file of the learner's own (no ``get_checkpoint``): right on one machine only."""
+    own_file = tmp_path / "count.txt"
+
+    def beside_ray(loop_config):  # the step in a file of its own, written after each report
+        start = int(own_file.read_text()) if own_file.exists() else 0
+        for step in range(start + 1, loop_config["steps"] + 1):
             with tempfile.TemporaryDirectory() as folder:
                 Path(folder, "step.txt").write_text(str(step))
                 ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
+            own_file.write_text(str(step))
 
-    expect(fault_tolerance.check_resume(repeats_the_saved_step, one_restart), checking.WRONG, "go on right after it")
+    expect(
+        fault_tolerance.check_resume(beside_ray, FailureConfig(max_failures=1)),
+        checking.WRONG,
+        "never called `ray.train.get_checkpoint()`",
+        "another machine",
+    )
 
-    def other_key(loop_config):  # reports {"n": step}: no crash comes, and the check has no `step` to read
-        for step in range(1, loop_config["steps"] + 1):
-            with tempfile.TemporaryDirectory() as folder:
-                Path(folder, "step.txt").write_text(str(step))
-                ray.train.report({"n": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
-    expect(fault_tolerance.check_resume(other_key, one_restart), checking.WRONG, "no `step`", "['n']")
+@pytest.mark.cluster
+def test_resume_runs_what_local_mode_passes_on_two_workers_and_kills_one():
+    """02b.1 on Ray Train, for what only two workers show: only rank 0 reports (the other worker waits at the
+    barrier for ever), refused; a checkpoint attached by rank 0 alone, with ``get_checkpoint`` imported by name,
+    accepted after a real restart. Both pass local mode first."""
+    from ray.train import get_checkpoint
+
+    from course.cluster import init_ray
+
+    init_ray()
+    one_restart = FailureConfig(max_failures=1)
+
+    count = counter()
 
     def rank_zero_reports(loop_config):  # "only rank 0 reports": the other worker never reaches the barrier
         if ray.train.get_context().get_world_rank() == 0:
@@ -121,45 +190,6 @@ def test_resume_runs_the_counter_on_ray_train_and_kills_its_worker_once():
         "would have waited forever",
         "Every worker calls `ray.train.report`",
     )
-    # The right answer passes in solutions/02b_fault_tolerance.ipynb (tests/lessons/test_solutions.py).
-    ray.shutdown()
-
-
-@pytest.mark.cluster
-def test_resume_refuses_a_step_kept_beside_ray_and_accepts_a_checkpoint_from_rank_0_only():
-    """02b.1 on Ray Train: a step read back from a file of the learner's own (no ``get_checkpoint``) is refused; a
-    checkpoint attached by rank 0 alone, and ``get_checkpoint`` imported by name, pass."""
-    import tempfile
-    import uuid
-    from pathlib import Path
-
-    import ray
-    import ray.train
-    from ray.train import get_checkpoint
-
-    from course.cluster import init_ray
-
-    init_ray()
-    one_restart = FailureConfig(max_failures=1)
-    own_file = Path(tempfile.gettempdir(), f"count-{uuid.uuid4().hex[:8]}.txt")
-
-    def beside_ray(loop_config):  # the step in a file of its own, written after each report: right on one machine
-        start = int(own_file.read_text()) if own_file.exists() else 0
-        for step in range(start + 1, loop_config["steps"] + 1):
-            with tempfile.TemporaryDirectory() as folder:
-                Path(folder, "step.txt").write_text(str(step))
-                ray.train.report({"step": step}, checkpoint=ray.train.Checkpoint.from_directory(folder))
-            own_file.write_text(str(step))
-
-    try:
-        expect(
-            fault_tolerance.check_resume(beside_ray, one_restart),
-            checking.WRONG,
-            "never called `ray.train.get_checkpoint()`",
-            "another machine",
-        )
-    finally:
-        own_file.unlink(missing_ok=True)
 
     def rank_zero_checkpoints(loop_config):
         start = 0

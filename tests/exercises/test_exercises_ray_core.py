@@ -383,7 +383,8 @@ def test_tasks_that_cannot_be_scheduled_are_named_and_cancelled(on_ray):
     verdict = core.check_as_they_finish(cannot_be_scheduled, limit_s=8)
     expect(verdict, checking.WRONG, "no task had started: all of them waited", "no_node_has_this", "cancelled")
     job = ray.get_runtime_context().get_job_id()
-    for _ in range(30):  # the state API hears of the cancellation a moment later
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the state API hears of the cancellation a moment later
         address = ray.get_runtime_context().gcs_address  # other Rays may run on this machine
         waiting = list_tasks(address, filters=[("job_id", "=", job), ("state", "=", "PENDING_NODE_ASSIGNMENT")])
         if not [task for task in waiting if task.name == "work"]:

@@ -290,9 +290,9 @@ def test_search_returns_one_thing():
 def test_search_that_never_returns_gets_a_verdict_at_its_limit(monkeypatch):
     monkeypatch.setattr(ray_tune, "CALL_LIMIT_S", 0.5)
     started = time.monotonic()
-    verdict = ray_tune.check_search(lambda e: time.sleep(5))
+    verdict = ray_tune.check_search(lambda e: time.sleep(60))
     expect(verdict, checking.WRONG, "did not return within")
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 30, "the verdict waited for the answer (60 s), not for its limit"
 
 
 def test_search_that_loops_for_ever_is_stopped_at_its_limit_not_left_spinning_in_the_kernel(monkeypatch):
@@ -309,7 +309,7 @@ def test_search_that_loops_for_ever_is_stopped_at_its_limit_not_left_spinning_in
             stopped.set()
 
     expect(ray_tune.check_search(spins), checking.WRONG, "did not return within")
-    assert stopped.wait(5), "the learner's loop still runs after its verdict"
+    assert stopped.wait(60), "the learner's loop still runs after its verdict"
 
 
 # --- 07.2: the best trial of a ResultGrid (one made-up experiment on Ray, shared by the tests) ----------------------

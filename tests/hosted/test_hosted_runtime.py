@@ -16,7 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -28,7 +30,7 @@ from course import links
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-import doctor  # noqa: E402  (how the doctor reads the lock's pins)
+from doctor_checks.versions import locked_versions  # noqa: E402  (how the doctor reads the lock's pins)
 
 NOTEBOOK = "02_ray_train_finetune"  # Ray Train on one node, over transformers, datasets and accelerate
 # Google Colab's runtime since 2026-08-19 (googlecolab/backend-info): the lowest versions pyproject.toml admits. But
@@ -54,7 +56,7 @@ def hosted_runtime(folder: Path) -> Path:
     """A venv with the hosted runtime's preinstalled packages (and torch as make setup installs it); its python."""
     run(sys.executable, "-m", "venv", folder)
     python = folder / "bin" / "python"
-    torch = doctor.locked_versions((ROOT / "requirements" / "lock.txt").read_text())["torch"]
+    torch = locked_versions((ROOT / "requirements" / "lock.txt").read_text())["torch"]
     index: list[str] = []
     try:
         run(python, "-c", f"import urllib.request; urllib.request.urlopen('{CPU_TORCH_INDEX}/torch/', timeout=5)")
@@ -86,30 +88,19 @@ def runtime_processes(venv: Path) -> list[psutil.Process]:
     return found
 
 
-def other_rays(wait_s: float = 30) -> list[str]:
-    """The command lines of Ray's GCS servers running on this machine: `ray.init()` with no address attaches to one.
-    One that is exiting (a cluster stopped a moment ago: its command line already empty, or a zombie) gets ``wait_s``
-    seconds to go."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = []
-        for process in psutil.process_iter(["name", "cmdline", "status"]):
-            command = " ".join(process.info["cmdline"] or ())
-            if process.info["status"] != psutil.STATUS_ZOMBIE and (
-                process.info["name"] == "gcs_server" or "gcs_server" in command[:300]
-            ):
-                found.append(command[:120] or f"gcs_server, pid {process.pid}, exiting")
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(1)
+@pytest.fixture
+def ray_temp_dir() -> Iterator[str]:
+    """A Ray temp folder of the runtime's own, empty, as on a hosted runtime: `ray.init()` with no address attaches to
+    the cluster its temp folder names (ray_current_cluster: a cluster started on this machine writes /tmp/ray's), so
+    the lesson starts its own Ray whatever else runs here. Short: Ray's sockets are in it (107 bytes a path)."""
+    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_and_runs(tmp_path, monkeypatch):
-    rays = other_rays()
-    assert not rays, (
-        f"a Ray cluster runs on this machine, which the lesson's ray.init() would attach to: {rays}. Run this "
-        "test with no cluster up, as `make test` does (after its first session)."
-    )
+def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_and_runs(
+    tmp_path, monkeypatch, ray_temp_dir
+):
     started = time.monotonic()
     venv = tmp_path / "runtime"
     python = hosted_runtime(venv)
@@ -124,6 +115,7 @@ def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_
     run(python, "-m", "ipykernel", "install", "--prefix", kernels, "--name", "hosted", "--display-name", "hosted")
     for name in [name for name in os.environ if name.startswith(("COURSE_", "RAY_")) or name == "PYTHONPATH"]:
         monkeypatch.delenv(name)  # nothing of this session's cluster or settings: a runtime of its own
+    monkeypatch.setenv("RAY_TMPDIR", ray_temp_dir)  # nor another cluster on this machine to attach to
     monkeypatch.setenv("JUPYTER_PATH", str(kernels / "share" / "jupyter"))
     monkeypatch.setenv("COURSE_PACKAGE", str(checkout_copy(tmp_path / "checkout")))
     monkeypatch.setenv("COURSE_SMOKE", "1")

@@ -17,7 +17,9 @@ import pyarrow.fs as pafs
 import pytest
 from executed import ROOT, output_lines, problems, run
 
-from course import config, results
+from course import results
+from course.budget import get_budget
+from course.storage import CHECKPOINTS_KEPT, filesystem, storage_path
 
 NOTEBOOK = ROOT / "notebooks" / "02_ray_train_finetune.ipynb"
 RUN = "02-beans-ray-train"
@@ -26,7 +28,9 @@ pytestmark = pytest.mark.notebook
 
 
 def scratch_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("hf-*"))
+    """The workers' scratch folders of this notebook's runs (helpers.train.scratch_folder: hf-<run>-rank<n>; its runs
+    are named 02-...), not those of whatever else fine-tunes on this machine meanwhile."""
+    return set(Path(tempfile.gettempdir()).glob("hf-02-*"))
 
 
 def run_once() -> dict:
@@ -44,7 +48,7 @@ def this_sessions_run() -> dict:
 
 def stored_runs(storage: str) -> dict[str, dict[str, int]]:
     """For each run of the notebook in ``storage``: its kept checkpoints and the global step each one holds."""
-    fs, root = config.filesystem(storage)
+    fs, root = filesystem(storage)
     runs: dict[str, dict[str, int]] = {}
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
         parts = Path(info.path).relative_to(root).parts  # <run>/checkpoint_<n>/checkpoint/trainer_state.json
@@ -61,7 +65,7 @@ def stored_runs(storage: str) -> dict[str, dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def two_runs() -> tuple[dict, dict, set[Path], dict[str, dict[str, int]]]:
-    storage = config.storage_path()  # the kernel's too: it inherits this environment, as the lab's kernels do
+    storage = storage_path()  # the kernel's too: it inherits this environment, as the lab's kernels do
     first = this_sessions_run() or run_once()
     before = scratch_folders()
     ours = set(stored_runs(storage))
@@ -79,18 +83,18 @@ def test_the_second_run_reports_what_the_first_did(two_runs):
 
 def test_each_run_has_its_own_history_and_capped_checkpoints(two_runs):
     first, second, _, runs = two_runs
-    budget = config.get_budget(kind="cpu")  # the local cluster has no GPU
+    budget = get_budget(kind="cpu")  # the local cluster has no GPU
     reports = budget.beans.train_steps // budget.beans.eval_steps
-    assert first["figures"]["reports"] == second["figures"]["reports"] == min(reports, config.CHECKPOINTS_KEPT)
-    assert len(runs) == 2, f"each run writes a folder of its own in {config.storage_path()}: {sorted(runs)}"
+    assert first["figures"]["reports"] == second["figures"]["reports"] == min(reports, CHECKPOINTS_KEPT)
+    assert len(runs) == 2, f"each run writes a folder of its own in {storage_path()}: {sorted(runs)}"
     for name, kept in runs.items():
-        assert 0 < len(kept) <= config.CHECKPOINTS_KEPT, f"{name}: {len(kept)} checkpoints"
+        assert 0 < len(kept) <= CHECKPOINTS_KEPT, f"{name}: {len(kept)} checkpoints"
         assert max(kept.values()) == budget.beans.train_steps, f"{name}: the last checkpoint is the last step"
 
 
 def test_the_notebook_used_the_storage_and_loaded_its_checkpoint_back(two_runs):
     _, second, *_ = two_runs
-    assert f"storage: {config.storage_path()}" in output_lines(NOTEBOOK)
+    assert f"storage: {storage_path()}" in output_lines(NOTEBOOK)
     assert second["figures"]["test_accuracy"] > 0.5  # evaluated with the weights loaded back from the storage
 
 

@@ -27,6 +27,7 @@ from ports import listening_beyond_loopback
 
 from course import config, results, serving
 from course.distributed import free_loopback_port
+from course.sources import get_sources
 
 NOTEBOOK = next(p for p in NOTEBOOKS if p.stem == SERVE)
 OUT = config.RESULTS_DIR / "serve"
@@ -67,7 +68,7 @@ def left_running(port: int, seconds: float = 60) -> list[str]:
 
 
 def held_out_image() -> Path:
-    return Path(config.get_sources().imagenette) / "val" / "n02102040" / "n02102040_val_00000.JPEG"
+    return Path(get_sources().imagenette) / "val" / "n02102040" / "n02102040_val_00000.JPEG"
 
 
 def check_bad_input(base_url: str) -> list[str]:

@@ -54,6 +54,10 @@ STOPPED_PHRASE = "SystemExit: 1"
 # on a pink background, as if something went wrong, so the notebook says in a sentence what each such line means: its
 # markdown holds the phrase given here. Anything else on stderr is a finding.
 EXPLAINED = {
+    # Ray Train's local mode (notebook 02): the function runs in the notebook's process, whose logger says so, and
+    # logs each report there (a worker's logs would keep them)
+    re.compile(r"INFO config\.py:\d+ -- Running in local mode\."): "Running in local mode",
+    re.compile(r"INFO train_fn_utils\.py:\d+ -- Reported metrics: "): "Reported metrics:",
     # Ray's core, as a Ray Data actor pool starts: Ray Data restarts crashed actors, and a restart needs the pool's
     # arguments, which Ray keeps in the object store (ray-project/ray#53727)
     re.compile(r"has constructor arguments in the object store and max_restarts > 0"): "arguments in the object store",

@@ -1,5 +1,6 @@
 """Who listens where: the listening sockets of the course's processes, and those beyond loopback. (A free port for
-a test's server is the course's own, ``course.distributed.free_loopback_port``.)"""
+a test's server is the course's own, ``course.distributed.free_loopback_port``; for a test's own cluster,
+:func:`free_cluster_port`.)"""
 
 from __future__ import annotations
 
@@ -27,16 +28,45 @@ def beyond_loopback(found: list[tuple[str, int, str, int]]) -> list[str]:
 
 
 def listening_beyond_loopback(word: str = "ray") -> list[str]:
-    """Every socket that listens beyond loopback, of the processes whose name or command line holds ``word`` (Ray's
-    processes and workers, by default)."""
+    """Every socket that listens beyond loopback, of the course's processes (:func:`course_processes`) whose name or
+    command line holds ``word`` (Ray's processes and workers, by default). Another Ray on this machine, a learner's or
+    another checkout's, is not the course's: what it does is no finding of a test."""
     import psutil
 
-    processes = []
+    ours, processes = course_processes(), []
     for process in psutil.process_iter(["name", "cmdline"]):
         text = (process.info["name"] or "") + " " + " ".join(process.info["cmdline"] or [])
-        if word in text.lower():
+        if process.pid in ours and word in text.lower():
             processes.append(process)
     return beyond_loopback(listeners(processes))
+
+
+def free_cluster_port(preferred: int) -> int:
+    """A ``COURSE_RAY_PORT`` for a test's own cluster (scripts/with-ray-cluster.sh, which takes that port and the next
+    one): ``preferred`` where both are free on 127.0.0.1, else another such pair among the course's chosen ports
+    (``course.distributed.CHOSEN_PORTS``, which the OS never hands out). A fixed port may be held by whatever else
+    runs on the machine (another checkout's tests, a learner's cluster); the preferred one keeps the cluster's temp
+    folder and logs the same from run to run."""
+    import random
+    import socket
+
+    from course.distributed import CHOSEN_PORTS
+
+    def free(port: int) -> bool:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the script judges: TIME_WAIT is free
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    for port in [preferred, *random.SystemRandom().sample(CHOSEN_PORTS[:-1], 100)]:
+        if free(port) and free(port + 1):
+            return port
+    raise RuntimeError(
+        f"no two free ports side by side on 127.0.0.1 between {min(CHOSEN_PORTS)} and {max(CHOSEN_PORTS)}"
+    )
 
 
 # The local cluster's temp folder, exported by scripts/with-ray-cluster.sh: every process of the cluster names it in its

@@ -6,7 +6,7 @@ What a user's run reads, laid out as the real services hold it, with small, draw
   - ``AI-Lab-Makerere/beans``: the dataset card (its ``configs`` and features), parquet files under ``data/`` with
     the real columns (``image_file_path``, ``image`` as 500x500 JPEG, ``labels``) and split sizes (1034/133/128), and
     the older zip files beside them, outside the card's pattern; the old id ``beans`` redirects to it;
-  - the cpu budget's model and the gpu budget's model (:data:`course.config.REAL_MODELS`): their real
+  - the cpu budget's model and the gpu budget's model (:data:`course.sources.REAL_MODELS`): their real
     ``config.json`` and ``preprocessor_config.json`` (written from the published files), and random weights of the
     real shapes for the cpu model (the gpu model's 346 MB are left out: the rehearsal runs the cpu budget);
 * S3 (moto) with the real buckets in their real region (us-west-2): ``air-example-data-2/imagenette2/{train,val}/
@@ -32,6 +32,7 @@ from PIL import Image
 from standin_hub import StandinHub, standin_hub
 
 from course import config, standins
+from course.sources import REAL_MODELS, STANDIN_CIFAR10
 from helpers import catalog
 
 BEANS_ID = "AI-Lab-Makerere/beans"
@@ -148,8 +149,8 @@ DEIT_TINY_PROCESSOR = {
     "size": 256,
 }
 MODELS = {
-    config.REAL_MODELS["gpu"]: (VIT_BASE_CONFIG, VIT_BASE_PROCESSOR, False),
-    config.REAL_MODELS["cpu"]: (DEIT_TINY_CONFIG, DEIT_TINY_PROCESSOR, True),
+    REAL_MODELS["gpu"]: (VIT_BASE_CONFIG, VIT_BASE_PROCESSOR, False),
+    REAL_MODELS["cpu"]: (DEIT_TINY_CONFIG, DEIT_TINY_PROCESSOR, True),
 }
 
 
@@ -274,7 +275,7 @@ def build_content(root: Path, smoke: bool = False) -> Path:
         return root
     shutil.rmtree(root, ignore_errors=True)
     build_hub(root / "hub", smoke)
-    build_s3(root / "s3", config.DATA_DIR / config.STANDIN_CIFAR10, smoke)
+    build_s3(root / "s3", config.DATA_DIR / STANDIN_CIFAR10, smoke)
     stamp.write_text(version)
     return root
 

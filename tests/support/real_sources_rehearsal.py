@@ -1,12 +1,14 @@
-"""The real sources, rehearsed: nbmake runs every notebook once with ``COURSE_SOURCES=real``, end to end, against
+"""The real sources, rehearsed: nbmake runs notebooks once with ``COURSE_SOURCES=real``, end to end, against
 stand-ins of the Hub and S3 on 127.0.0.1 (tests/support/real_sources.py), through the clients a user's run goes through.
 
-A pytest plugin (the repository's conftest.py loads it) around nbmake's items. `make rehearse` (at the course size)
-and `make test` (at the smoke size, ``COURSE_SMOKE=1``) pass ``--nbmake --overwrite`` and the folder
-:data:`EXECUTED_REAL`: at the start of the session the plugin copies every
-lesson's notebook there, nbmake collects the copies and runs each one, writing its outputs back into the copy
-(``--overwrite``), and the committed notebooks stay without outputs. The plugin acts on those items only: a notebook
-run by hand (``pytest --nbmake notebooks/02_ray_train_finetune.ipynb``) is nbmake's alone.
+A pytest plugin (the repository's conftest.py loads it) around nbmake's items. `make rehearse` (every notebook, or
+those ``LESSONS`` names, at the smoke size and then at the course size: ``SIZE``) and `make test` (notebooks 03 and
+04 at the smoke size) pass ``--nbmake --overwrite`` and the folder :data:`EXECUTED_REAL`, or copies in it: at the
+start of the session the plugin copies every lesson's notebook there, nbmake collects the copies asked for and runs
+each one, writing its outputs back into the copy (``--overwrite``), and the committed notebooks stay without outputs.
+The plugin acts on those items only: a notebook run by hand (``pytest --nbmake notebooks/02_ray_train_finetune.ipynb``)
+is nbmake's alone. (Every lesson's reads of its sources, without the rest of its notebook, are
+tests/cluster/test_real_sources.py's: the plugin builds the smoke size's content for it while the tests before it run.)
 
 What differs from a user's run: the endpoints (``HF_ENDPOINT``, ``AWS_ENDPOINT_URL``), a fresh Hugging Face cache, and
 ``COURSE_FLOORS=report`` for the lessons that fine-tune the pretrained model: its weights are random here, so their
@@ -18,7 +20,7 @@ warnings, stderr), listens on 127.0.0.1 only, and gives each of its exercises th
 notebook's time, the course's peak memory (the proportional set size of the cluster's and the kernel's processes)
 and the disk its checkpoints take are printed at the end of the session beside the laptop targets of
 docs/instructors.md (figures to read, not to pass or fail on: a loaded machine is slower; `make rehearse` gives the
-course size's).
+course size's), and written to ``results/rehearsal/figures-<size>.md`` with each one's outcome.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ EXECUTED_REAL = ROOT / "results" / "executed-real"  # the copies nbmake runs and
 CONTENT = ROOT / "results" / "real-sources-content"  # built once, kept between runs (results/ is ignored)
 SMOKE_CONTENT = ROOT / "results" / "real-sources-content-smoke"  # fewer photos, for the smoke size (COURSE_SMOKE=1)
 RESULTS_REAL = ROOT / "results" / "real-sources"  # the headlines and exercise verdicts the copies record
+# each size's figures (figures-smoke.md, figures-course.md) and executed copies: the weekly workflow keeps them
+FIGURES = ROOT / "results" / "rehearsal"
+READS_TEST = "test_real_sources.py"  # every lesson's reads on the real sources, in the tests' first session
 TARGET_SECONDS = 10 * 60  # each lesson on this machine's 2 cores (issue 39)
 TARGET_PEAK_GB = 8.0  # the whole cluster and the kernel
 TARGET_DISK_GB = 5.0  # checkpoints kept by every lesson together
@@ -114,12 +119,17 @@ class Rehearsal:
         self.saved: dict[str, str] = {}
         self.hub = None
         self.figures: dict[str, dict[str, str]] = {}
+        self.outcomes: dict[str, str] = {}  # each rehearsed notebook's: passed or failed
 
-    def build_in_the_background(self) -> None:
+    def build_in_the_background(self, smoke: bool | None = None) -> None:
         """Start building the stand-ins' content (about 40 s of one core) in a process of its own: `make test` runs
-        the rehearsal after its other tests, and :meth:`start` then finds it built."""
+        the rehearsal after its other tests, and :meth:`start` then finds it built. ``smoke``: the smoke size's
+        content (None: as ``COURSE_SMOKE`` says)."""
         code = "import sys, pathlib, real_sources as r; r.build_content(pathlib.Path(sys.argv[1]), sys.argv[2] == '1')"
-        content, smoke = content_folder()
+        if smoke is None:
+            content, smoke = content_folder()
+        else:
+            content = SMOKE_CONTENT if smoke else CONTENT
         content.parent.mkdir(parents=True, exist_ok=True)
         with open(content.parent / f"{content.name}.log", "w") as log:
             self.building = subprocess.Popen(
@@ -129,19 +139,26 @@ class Rehearsal:
                 stderr=log,
             )
 
+    def wait_for_the_build(self) -> None:
+        """Whatever the background build did: built (then ``build_content`` finds it) or not (then it builds)."""
+        if self.building is not None:
+            self.building.wait()
+            self.building = None
+
     def start(self) -> None:
         from real_sources import build_content, real_services
 
         from course import config
+        from course.sources import get_sources
+        from course.storage import storage_path
 
-        if self.building is not None:
-            self.building.wait()  # whatever it did: built (then the call below finds it) or not (then it builds here)
+        self.wait_for_the_build()
         content = build_content(*content_folder())
-        self.storage = Path(os.environ.get(config.STORAGE_ENV) or config.storage_path()) / "real-sources"
+        self.storage = Path(os.environ.get(config.STORAGE_ENV) or storage_path()) / "real-sources"
         shutil.rmtree(self.storage, ignore_errors=True)
         shutil.rmtree(RESULTS_REAL, ignore_errors=True)
         # the labels file notebook 03 writes from the folders on first use: an earlier rehearsal's is not this content's
-        Path(config.get_sources("real").imagenette_labels).unlink(missing_ok=True)
+        Path(get_sources("real").imagenette_labels).unlink(missing_ok=True)
         self.services = ExitStack()
         endpoints, self.hub = self.services.enter_context(real_services(content))
         hf_home = tempfile.mkdtemp(prefix="course-rehearsal-hf-home-")  # an empty cache: everything from the Hub
@@ -242,6 +259,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.notebook)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where the session reads every lesson's sources (tests/cluster/test_real_sources.py, which reads the smoke
+    size's content), the content is built while the tests before it run (after ``-m`` and ``-k`` chose them)."""
+    if REHEARSAL.building is not None or not any(item.path.name == READS_TEST for item in session.items):
+        return
+    from real_sources import CONTENT_VERSION
+
+    stamp = SMOKE_CONTENT / "VERSION"
+    if not (stamp.is_file() and stamp.read_text() == f"{CONTENT_VERSION} smoke"):
+        REHEARSAL.build_in_the_background(smoke=True)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if is_rehearsed(item) and REHEARSAL.services is None:
         REHEARSAL.start()
@@ -252,6 +281,14 @@ def pytest_runtest_call(item: pytest.Item):
     if not is_rehearsed(item):
         return (yield)
     return (yield from REHEARSAL.run(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    report = yield
+    if is_rehearsed(item) and (report.when == "call" or report.failed):
+        REHEARSAL.outcomes[Path(str(item.path)).stem] = report.outcome
+    return report
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -267,3 +304,44 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section(f"the real sources, rehearsed (drawn content, random weights; {size})")
         for name, figures in REHEARSAL.figures.items():
             terminalreporter.write_line(f"{name:<28} " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+        written = write_figures("smoke" if config.smoke() else "course")
+        terminalreporter.write_line(f"(written to {written.relative_to(ROOT)}, the executed copies beside it)")
+
+
+def write_figures(size: str) -> Path:
+    """``results/rehearsal/figures-<size>.md``: each rehearsed notebook's outcome and figures beside the targets;
+    its executed copy goes to ``results/rehearsal/executed-<size>/`` (the next size's run overwrites
+    results/executed-real/)."""
+    from datetime import datetime
+
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    columns = next(iter(REHEARSAL.figures.values())).keys()
+    lines = [
+        f"# The real sources, rehearsed at the {size} size",
+        "",
+        f"{datetime.now():%Y-%m-%d %H:%M}, commit {commit}, {os.cpu_count()} CPUs: drawn content "
+        "and random weights on the stand-ins of the Hub and S3 (tests/support/real_sources_rehearsal.py). Targets on a "
+        f"2-core laptop at the course size: {TARGET_SECONDS} s a notebook, {TARGET_PEAK_GB} GB at the peak, "
+        f"{TARGET_DISK_GB} GB of checkpoints.",
+        "",
+        "| notebook | outcome | " + " | ".join(columns) + " |",
+        "|---" * (len(columns) + 2) + "|",
+    ]
+    for name, figures in REHEARSAL.figures.items():
+        outcome = REHEARSAL.outcomes.get(name, "not run")
+        lines.append(f"| {name} | {outcome} | " + " | ".join(figures.values()) + " |")
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"figures-{size}.md"
+    path.write_text("\n".join(lines) + "\n")
+    executed = FIGURES / f"executed-{size}"
+    shutil.rmtree(executed, ignore_errors=True)
+    executed.mkdir()
+    for name in REHEARSAL.figures:
+        if (EXECUTED_REAL / f"{name}.ipynb").is_file():
+            shutil.copyfile(EXECUTED_REAL / f"{name}.ipynb", executed / f"{name}.ipynb")
+    return path

@@ -23,7 +23,7 @@ def test_code_still_running_at_the_deadline_is_late_and_left_as_a_daemon():
     start = time.monotonic()
     with pytest.raises(Late, match="still running after 0 s"):
         within(release.wait, 30, limit_s=0.3)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 20  # not the 30 s of the wait itself (generous: a busy machine is slow)
     assert any(t.name == "within-wait" and t.daemon for t in threading.enumerate())
     release.set()
 
@@ -43,7 +43,7 @@ def test_interrupt_stops_a_loop_that_never_ends_even_one_that_catches_exception(
 
     with pytest.raises(Late):
         within(spins, limit_s=0.3, interrupt=True)
-    assert stopped.wait(5), "the loop went on after its deadline"
+    assert stopped.wait(60), "the loop went on after its deadline"
 
 
 def test_an_error_in_one_line():

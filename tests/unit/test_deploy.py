@@ -18,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import check_python  # noqa: E402  (the Python range `make setup` reads from pyproject.toml)
-import doctor  # noqa: E402  (how the doctor reads the lock's pins)
+from doctor_checks.versions import locked_versions  # noqa: E402  (how the doctor reads the lock's pins)
 
 LOCK = ROOT / "requirements" / "lock.txt"
 PYPROJECT = ROOT / "pyproject.toml"
@@ -300,9 +300,9 @@ def ray_address_problems(cluster: dict) -> list[str]:
 # ---- the tests: the real files, then a broken copy ----------------------------------------------------------------
 
 LOCK_TEXT = LOCK.read_text()
-RAY = doctor.locked_versions(LOCK_TEXT).get("ray")
+RAY = locked_versions(LOCK_TEXT).get("ray")
 SUPPORTED = check_python.supported_minors(*check_python.required_range(PYPROJECT.read_text()))
-TORCH = doctor.locked_versions(LOCK_TEXT).get("torch")  # pyproject.toml admits a range; the lock and make setup pin it
+TORCH = locked_versions(LOCK_TEXT).get("torch")  # pyproject.toml admits a range; the lock and make setup pin it
 DOCKERFILE_TEXT = DOCKERFILE.read_text()
 RAYCLUSTER_TEXT = RAYCLUSTER.read_text()
 DOCS = yaml_documents(RAYCLUSTER, STORAGE)
@@ -315,8 +315,8 @@ def test_the_lock_and_pyproject_pin_what_the_image_needs():
     )
     for path in (ROOT / "Makefile", DOCKERFILE, ROOT / "requirements" / "overrides.txt"):
         assert f"torch=={TORCH}" in path.read_text(), f"{path.name} does not install the lock's torch=={TORCH}"
-    assert doctor.locked_versions("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n")["ray"] == "2.59.0"
-    assert "ray" not in doctor.locked_versions("# ray==2.60.0\nraydium==1.0\n")
+    assert locked_versions("ray[data]==9.9.9\nray==2.59.0 ; sys_platform == 'linux'\n")["ray"] == "2.59.0"
+    assert "ray" not in locked_versions("# ray==2.60.0\nraydium==1.0\n")
 
 
 def test_the_base_image_carries_the_lock_s_ray_and_a_supported_python():

@@ -1,4 +1,4 @@
-"""Each lesson's GPU memory and time, estimated from the budget and the models' sizes (course.lessons), and
+"""Each lesson's GPU memory and time, estimated from the budget and the models' sizes (course.gpu_memory), and
 ``make doctor``'s rows for them: the gpu budget fits one 16 GB T4, and a plan that does not fit is refused with the
 setting that makes it fit. No GPU and no Ray needed: the cluster is the resources Ray would report."""
 
@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from course import config, lessons
-from course.lessons import LESSONS, Shape, estimate, gpu_estimates, gpu_summary, refit
+import course.budget
+from course.budget import get_budget
+from course.gpu_memory import CONTEXT_GIB, GpuWork, Shape, estimate, gpu_estimates, gpu_summary, gpu_work, refit
+from course.lessons import LESSONS
 from course.resources import GPUS, gpu_of, plan_resources
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import doctor  # noqa: E402
+from doctor_checks.plan import plan_rows  # noqa: E402
 
-GPU_BUDGET = config.get_budget(kind="gpu")
+GPU_BUDGET = get_budget(kind="gpu")
 VIT_B16 = Shape.vit(224, 16, 12, 768, 12, 3072, 3)  # the real sources' model, with beans' head
 CIFAR = Shape.vit(32, 4, 12, 384, 8, 768, 10)  # notebook 04's full ViT
 SHAPES = {"pretrained": VIT_B16, "cifar": CIFAR, "linear": Shape(3 * 32 * 32 * 10 + 10)}
@@ -46,13 +48,13 @@ def test_the_models_sizes_come_out_as_counted():
 
 
 def test_memory_is_weights_optimizer_and_activations_at_the_batch():
-    work = lessons.GpuWork("fine-tune", "pretrained", 32, 6400, True, "mixed", "Ray Train", "beans.batch_size")
+    work = GpuWork("fine-tune", "pretrained", 32, 6400, True, "mixed", "Ray Train", "beans.batch_size")
     e = estimate(work, VIT_B16, GPUS["T4"])
     gib = 2**30
     assert e.parameters_gib == pytest.approx(VIT_B16.parameters * 4 / gib)
     assert e.optimizer_gib == pytest.approx(VIT_B16.parameters * 12 / gib)  # gradients and AdamW's two moments
     assert e.activations_gib == pytest.approx(32 * VIT_B16.activation_bytes(2) / gib)
-    assert e.total_gib == pytest.approx(lessons.CONTEXT_GIB + e.parameters_gib + e.optimizer_gib + e.activations_gib)
+    assert e.total_gib == pytest.approx(CONTEXT_GIB + e.parameters_gib + e.optimizer_gib + e.activations_gib)
     double = estimate(replace(work, batch=64), VIT_B16, GPUS["T4"])
     assert double.activations_gib == pytest.approx(2 * e.activations_gib)
     inference = estimate(replace(work, training=False, precision="fp32"), VIT_B16, GPUS["T4"])
@@ -65,9 +67,9 @@ def test_memory_is_weights_optimizer_and_activations_at_the_batch():
 def test_every_lesson_has_its_gpu_work_written():
     plan = plan_resources(cluster(1, "T4"), GPU_BUDGET)
     for lesson in LESSONS:
-        works = lessons.gpu_work(lesson, GPU_BUDGET, plan)
+        works = gpu_work(lesson, GPU_BUDGET, plan)
         assert (not works) == (lesson.notebook == "00_ray_core"), lesson.notebook
-    assert lessons.gpu_work(LESSONS[1], GPU_BUDGET, plan_resources({"CPU": 8.0}, GPU_BUDGET)) == []
+    assert gpu_work(LESSONS[1], GPU_BUDGET, plan_resources({"CPU": 8.0}, GPU_BUDGET)) == []
 
 
 @pytest.mark.parametrize("kind", ["T4", "V100", "A10G", "L4", "A100", "H100"])
@@ -91,7 +93,7 @@ def test_a_plan_that_does_not_fit_is_refused_with_the_setting_that_makes_it_fit(
     refused = [e for e in found if not e.fits]
     assert refused
     fix = refit(refused[0])
-    assert "cifar.batch_size" in fix and "course/config.py" in fix
+    assert "cifar.batch_size" in fix and "course/budget.py" in fix
     most = int(fix.split(" to ")[1].split(" ")[0])
     assert estimates_on(1, "T4", replace(GPU_BUDGET, cifar=replace(GPU_BUDGET.cifar, batch_size=most)))[
         "04_cifar10_pytorch_to_ray"
@@ -121,8 +123,8 @@ def test_every_nvidia_gpu_that_ray_names_is_known_and_an_h200_trains_in_bf16():
 def rows(resources, monkeypatch, budget=None):
     monkeypatch.delenv("COURSE_BUDGET", raising=False)
     if budget is not None:
-        monkeypatch.setitem(config._BUDGETS, "gpu", budget)
-    return {row.name: row for row in doctor.plan_rows(resources, 1.0)}
+        monkeypatch.setitem(course.budget._BUDGETS, "gpu", budget)
+    return {row.name: row for row in plan_rows(resources, 1.0)}
 
 
 def test_doctor_prints_each_lessons_gpu_memory_and_time_for_the_cluster_it_sees(monkeypatch):

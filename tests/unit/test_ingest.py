@@ -6,6 +6,7 @@ import pytest
 from lesson_code import from_notebook
 
 from course import config
+from course.sources import STANDIN_IMAGENETTE, get_sources
 from helpers import catalog
 from helpers.ingest import (
     add_shapes,
@@ -17,7 +18,7 @@ from helpers.ingest import (
     labels_from_folders,
 )
 
-STANDIN = config.DATA_DIR / config.STANDIN_IMAGENETTE
+STANDIN = config.DATA_DIR / STANDIN_IMAGENETTE
 
 
 def mixed_batch() -> dict[str, np.ndarray]:
@@ -89,4 +90,4 @@ def test_labels_from_folders_rebuild_the_standin_labels_file():
 
 def test_a_missing_standin_labels_file_names_the_build_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="make data"):
-        ensure_labels(config.get_sources("standin", data_dir=tmp_path))
+        ensure_labels(get_sources("standin", data_dir=tmp_path))

@@ -244,6 +244,22 @@ def test_ray_trains_get_checkpoint_ends_in_the_workers_train_fn_utils():
         assert issubclass(utils, train_fn_utils.TrainFnUtils) and "get_checkpoint" in vars(utils), review(entry)
 
 
+def test_a_local_run_resumes_from_the_checkpoint_put_where_local_mode_keeps_it(tmp_path):
+    from ray.train import Checkpoint, RunConfig, ScalingConfig, get_checkpoint
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    entry = "LocalTrainFnUtils._last_checkpoint"
+    given = Checkpoint.from_directory(str(tmp_path))
+
+    def train_func() -> str:
+        before = get_checkpoint()
+        internals.resume_local_run(given)
+        return f"{before}, {get_checkpoint().path}"
+
+    trainer = DataParallelTrainer(train_func, scaling_config=ScalingConfig(num_workers=0), run_config=RunConfig())
+    assert trainer.fit().return_value == f"None, {tmp_path}", review(entry)
+
+
 def test_rays_cluster_notes_its_address_through_write_ray_address():
     """Ray's ``Cluster()`` notes its address through ``write_ray_address``, and scripts/local_cluster.py replaces that
     with a no-op before it starts one."""

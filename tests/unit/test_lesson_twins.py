@@ -13,6 +13,8 @@ from ray.train import FailureConfig
 
 from course import config
 from course.build import standin_processor
+from course.sources import STANDIN_CIFAR10
+from course.storage import CHECKPOINTS_KEPT
 from helpers import cifar, features, ingest, loops, metrics, train
 
 
@@ -32,7 +34,7 @@ def test_notebook_01s_transform_and_collator_are_those_the_later_lessons_import(
 def test_notebook_02s_run_config_is_the_one_the_later_lessons_import(monkeypatch):
     """02b to 05 build their RunConfig with helpers.train.run_config: the function notebook 02 writes."""
     lesson = from_notebook("02_ray_train_finetune", "run_config")
-    monkeypatch.setattr(config, "run_name", lambda name: f"{name}-at-one-time")  # the notebook's, through `config`
+    monkeypatch.setitem(lesson.__globals__, "run_name", lambda name: f"{name}-at-one-time")  # the notebook's import
     monkeypatch.setattr(train, "run_name", lambda name: f"{name}-at-one-time")
     for verbose in ("0", "1"):
         monkeypatch.setenv("COURSE_VERBOSE", verbose)
@@ -43,14 +45,14 @@ def test_notebook_02s_run_config_is_the_one_the_later_lessons_import(monkeypatch
             assert ours.checkpoint_config == theirs.checkpoint_config
             assert ours.logging_config == theirs.logging_config
             assert ours.failure_config == theirs.failure_config
-    assert lesson("02-x").checkpoint_config.num_to_keep == config.CHECKPOINTS_KEPT
+    assert lesson("02-x").checkpoint_config.num_to_keep == CHECKPOINTS_KEPT
 
 
 def test_notebook_04s_loaders_and_train_epoch_are_those_the_later_lessons_import():
     """Notebook 04 writes its DataLoaders and its training loop in step 1; `make bench` and notebook 07 import the
     helpers' copies. Same data, same batches in the same order; same model, same losses and weights."""
     lesson_loaders, lesson_epoch = from_notebook("04_cifar10_pytorch_to_ray", "loaders", "train_epoch")
-    uri = str(config.DATA_DIR / config.STANDIN_CIFAR10)
+    uri = str(config.DATA_DIR / STANDIN_CIFAR10)
     for ours, theirs in zip(lesson_loaders(uri, 16, 64, 32), cifar.loaders(uri, 16, 64, 32), strict=True):
         for _ in range(2):  # two epochs: the training loader's second shuffle too
             for (a, b), (c, d) in zip(ours, theirs, strict=True):

@@ -15,8 +15,10 @@ import pytest
 from executed import calls, exercise_checks
 
 from course import config
+from course.budget import SECTIONS, get_budget
 from course.lessons import LESSONS, Lesson
 from course.resources import plan_resources
+from course.sources import Sources
 
 ROOT = Path(__file__).resolve().parents[2]
 ON_DISK = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
@@ -39,18 +41,18 @@ def test_every_notebook_has_a_record_and_every_record_a_notebook():
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
 def test_a_record_names_what_exists(lesson: Lesson):
     assert (ROOT / "solutions" / f"{lesson.notebook}.ipynb").exists(), f"add solutions/{lesson.notebook}.ipynb"
-    assert {lesson.budget, *lesson.reads} <= set(config.SECTIONS), (
-        f"{lesson.notebook}: budget={lesson.budget!r}, not in {list(config.SECTIONS)}"
+    assert {lesson.budget, *lesson.reads} <= set(SECTIONS), (
+        f"{lesson.notebook}: budget={lesson.budget!r}, not in {list(SECTIONS)}"
     )
-    shared = set(config.get_budget(kind="cpu").shared())
+    shared = set(get_budget(kind="cpu").shared())
     assert set(lesson.shared) <= shared, f"{lesson.notebook}: shared={lesson.shared}, the shared fields are {shared}"
-    sources = {field.name for field in fields(config.Sources)} - {"kind"}
+    sources = {field.name for field in fields(Sources)} - {"kind"}
     assert set(lesson.sources) <= sources, f"{lesson.notebook}: sources={lesson.sources}, fields of Sources: {sources}"
     assert lesson.headline.strip() and 0 < lesson.floor < 1, (
         f"{lesson.notebook}: a named headline, a floor above chance"
     )
     for kind in ("cpu", "gpu"):  # every budget fills its plan row
-        budget = config.get_budget(kind=kind)
+        budget = get_budget(kind=kind)
         assert lesson.plan(budget, plan_resources({"CPU": 8, "GPU": 2 if kind == "gpu" else 0}, budget)).strip()
 
 
@@ -178,7 +180,7 @@ def test_a_lesson_checks_and_builds_only_the_sources_its_record_names(lesson, tm
     monkeypatch.setattr(config, "IN_A_CLONE", False)  # installed alone: what the lesson reads is built, once
     assert lessons.require_sources(lesson.notebook).kind == "standin"
     assert sorted(built) == sorted({build.FOR_SOURCE[source] for source in lesson.sources})
-    assert set(lesson.sources) <= {field.name for field in fields(config.Sources)}
+    assert set(lesson.sources) <= {field.name for field in fields(Sources)}
 
 
 def test_a_lesson_whose_extra_module_is_missing_stops_first_with_the_install_command(monkeypatch):
@@ -204,4 +206,4 @@ def test_every_lesson_checks_its_own_sources_first(lesson):
         f"{path.name}: its first cells call lessons.require_sources({lesson.notebook!r}) once (only the sources its "
         "record names are checked)"
     )
-    assert not calls(path, "config.require_data"), f"{path.name}: config.require_data checks every source"
+    assert not calls(path, "require_data"), f"{path.name}: require_data checks every source"

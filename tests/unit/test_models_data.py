@@ -4,11 +4,12 @@ import torch
 
 from course import build, config
 from course.build import standin_processor, standin_vit
+from course.sources import STANDIN_VIT, get_sources
 from helpers import catalog
 from helpers.beans import class_names_of, load_beans
 from helpers.models import load_classifier, load_processor, predict
 
-CHECKPOINT = config.DATA_DIR / config.STANDIN_VIT
+CHECKPOINT = config.DATA_DIR / STANDIN_VIT
 
 
 def test_tiny_vit_has_the_promised_size():
@@ -39,7 +40,7 @@ def test_missing_checkpoint_names_the_build_command(tmp_path):
 
 
 def test_load_beans_reads_the_standin_with_beans_columns():
-    ds = load_beans(config.get_sources("standin"))
+    ds = load_beans(get_sources("standin"))
     assert set(ds) == set(catalog.BEANS_SPLITS)
     assert {split: ds[split].num_rows for split in ds} == catalog.BEANS_SPLITS
     assert class_names_of(ds) == catalog.BEANS_CLASSES
@@ -49,4 +50,4 @@ def test_load_beans_reads_the_standin_with_beans_columns():
 
 def test_missing_beans_folder_names_the_build_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="make data"):
-        load_beans(config.get_sources("standin", tmp_path))
+        load_beans(get_sources("standin", tmp_path))

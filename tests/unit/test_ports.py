@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from ports import SocketWatch
+import psutil
+from ports import SocketWatch, listeners
 
 # What each of notebook 05's XGBoost workers did under Ray's own XGBoostConfig, before course.distributed gave
 # it one worker and no collective on this machine: join the tracker, which makes XGBoost listen on every interface.
@@ -32,10 +33,21 @@ def listen(host: str, **options) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", SERVE, host], **options)
 
 
+def listening_now(*pids: int, within_s: float = 120) -> None:
+    """Wait until each of ``pids`` listens: a new interpreter can take seconds to start on a busy machine, and a watch
+    that sampled before it bound would have nothing to see."""
+    deadline = time.monotonic() + within_s
+    for pid in pids:
+        while not listeners([psutil.Process(pid)]):
+            assert time.monotonic() < deadline, f"process {pid} did not listen within {within_s} s"
+            time.sleep(0.1)
+
+
 def five_samples(notebook: str = "99_fake") -> SocketWatch:
-    """A watch that has sampled the listening sockets five times (or for 10 s)."""
+    """A watch that has sampled the listening sockets five times (or for 60 s: a sample reads every process's sockets,
+    slow on a busy machine)."""
     with SocketWatch(notebook, interval=0.2) as watch:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while watch.samples < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
     return watch
@@ -44,6 +56,7 @@ def five_samples(notebook: str = "99_fake") -> SocketWatch:
 def watch_while(host: str, **options) -> tuple[SocketWatch, int]:
     process = listen(host, **options)
     try:
+        listening_now(process.pid)
         watch = five_samples()
     finally:
         process.kill()
@@ -80,6 +93,7 @@ def test_a_process_of_the_cluster_counts_though_it_is_not_a_child(tmp_path, monk
 
     outsider_pid, member_pid = orphan("-"), orphan(str(folder))
     try:
+        listening_now(outsider_pid, member_pid)
         watch = five_samples()
     finally:
         for pid in (outsider_pid, member_pid):

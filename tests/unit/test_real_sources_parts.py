@@ -18,12 +18,12 @@ from PIL import Image
 from real_sources import BEANS_ID, BEANS_OLD_ID, build_beans, build_model
 from standin_hub import standin_hub
 
-from course import config
 from course.cluster import PASSED_TO_WORKERS, job_env_vars
+from course.sources import REAL_MODELS, Sources, get_sources
 from helpers.cifar import load_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import doctor  # noqa: E402
+from doctor_checks.hub import check_hub  # noqa: E402
 
 MINI_BEANS = {"train": 6, "validation": 3, "test": 3}
 
@@ -90,7 +90,7 @@ def test_todays_client_refuses_the_old_beans_id_before_any_request(online):
 def test_beans_loads_by_its_id_with_the_real_columns_and_class_names(online):
     from helpers.beans import class_names_of, load_beans
 
-    ds = load_beans(config.get_sources("real"))
+    ds = load_beans(get_sources("real"))
     assert {split: len(ds[split]) for split in ds} == MINI_BEANS
     assert ds["train"].column_names == ["image_file_path", "image", "labels"]
     assert class_names_of(ds) == ["angular_leaf_spot", "bean_rust", "healthy"]
@@ -100,7 +100,7 @@ def test_beans_loads_by_its_id_with_the_real_columns_and_class_names(online):
 def test_the_cpu_models_processor_and_new_head_load_through_the_auto_classes(online):
     from helpers.models import load_classifier, load_processor
 
-    model_id = config.REAL_MODELS["cpu"]
+    model_id = REAL_MODELS["cpu"]
     processor = load_processor(model_id)
     model = load_classifier(model_id, ["a", "b", "c"])
     assert model.config.num_labels == 3 and model.config.image_size == 224
@@ -116,7 +116,7 @@ def test_the_gpu_models_config_and_processor_load_through_the_auto_classes(onlin
 
     from helpers.models import load_processor
 
-    model_id = config.REAL_MODELS["gpu"]
+    model_id = REAL_MODELS["gpu"]
     model_config = AutoConfig.from_pretrained(model_id)
     assert (model_config.image_size, model_config.patch_size, model_config.hidden_size) == (224, 16, 768)
     pixels = load_processor(model_id)([Image.new("RGB", (500, 375))], return_tensors="pt")["pixel_values"]
@@ -124,10 +124,10 @@ def test_the_gpu_models_config_and_processor_load_through_the_auto_classes(onlin
 
 
 def test_the_doctor_checks_the_hubs_data_set_and_model(online, monkeypatch):
-    sources = config.get_sources("real")
-    row = doctor.check_hub(sources)
-    assert row.ok and BEANS_ID in row.found and config.REAL_MODELS["cpu"] in row.found, row
-    moved = doctor.check_hub(config.Sources(**{**vars(sources), "beans": "nobody/beans"}))
+    sources = get_sources("real")
+    row = check_hub(sources)
+    assert row.ok and BEANS_ID in row.found and REAL_MODELS["cpu"] in row.found, row
+    moved = check_hub(Sources(**{**vars(sources), "beans": "nobody/beans"}))
     assert not moved.ok and "nobody/beans" in moved.found and "moved" in moved.fix
 
 
@@ -135,16 +135,16 @@ def test_offline_the_doctor_passes_a_filled_cache_and_names_what_an_empty_one_la
     from datasets import load_dataset
     from huggingface_hub import hf_hub_download
 
-    sources = config.get_sources("real")
+    sources = get_sources("real")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    empty = doctor.check_hub(sources)
+    empty = check_hub(sources)
     assert not empty.ok and BEANS_ID in empty.found and "run the notebooks once online" in empty.fix
     load_dataset(BEANS_ID)  # what a run online leaves in the caches
     hf_hub_download(sources.model, "config.json")
-    filled = doctor.check_hub(sources)
+    filled = check_hub(sources)
     assert filled.ok and "in the caches" in filled.found, filled
     monkeypatch.setenv("HF_HUB_OFFLINE", "True")  # huggingface_hub reads 1, on, yes and true alike
-    assert doctor.check_hub(sources).ok
+    assert check_hub(sources).ok
 
 
 def test_a_few_rows_are_read_from_the_first_files_only(tmp_path):

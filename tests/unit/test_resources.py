@@ -1,7 +1,7 @@
-from course import config
+from course.budget import get_budget
 from course.resources import cluster_gpus, plan_resources
 
-CPU, GPU = config.get_budget(kind="cpu"), config.get_budget(kind="gpu")
+CPU, GPU = get_budget(kind="cpu"), get_budget(kind="gpu")
 
 
 def test_no_gpu_is_requested_on_a_cpu_cluster_whatever_the_budget():

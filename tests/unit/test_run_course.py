@@ -12,12 +12,15 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# per cell: a_ok's imports and git calls take about a second on a quiet machine, many on a busy one; c_too_slow's
+# sleep far longer
+CELL_TIMEOUT_S = "20"
 CASES = {
     "a_ok": "from course import lessons, results\n"
     "toy = lessons.Lesson('a_ok', 'a toy', 'toy accuracy', floor=0.5, exercises=(), budget='beans')\n"
     "results.record('a_ok', 0.9, lesson=toy)",
     "b_fails": "raise ValueError('a broken cell')",
-    "c_too_slow": "import time\ntime.sleep(60)",
+    "c_too_slow": "import time\ntime.sleep(600)",
     "d_kernel_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
     # the kernel's own connection: IPC, so its channels open no TCP port
     "e_transport": "import json, ipykernel.connect as c\nprint(json.load(open(c.get_connection_file()))['transport'])",
@@ -37,7 +40,7 @@ def run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
         "--executed",
         str(executed),
         "--cell-timeout",
-        "5",
+        CELL_TIMEOUT_S,
     ]
     runtime = folder / "jupyter-runtime"  # where the kernels' connection files and IPC sockets go
     env = {**os.environ, "COURSE_RESULTS_DIR": str(folder / "results"), "JUPYTER_RUNTIME_DIR": str(runtime)}

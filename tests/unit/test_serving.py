@@ -15,10 +15,12 @@ from PIL import Image
 from test_internals import ray_train_snapshot
 
 from course import config, distributed, internals, serving
+from course.budget import get_budget
 from course.serving import BadImage, read_image
+from course.sources import get_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-DOGS = config.get_budget(0).dogs  # notebook 03's section of the cpu budget
+DOGS = get_budget(0).dogs  # notebook 03's section of the cpu budget
 
 
 def jpeg(size=(80, 60), mode="RGB") -> bytes:
@@ -92,12 +94,12 @@ def test_the_load_test_sends_every_body_once_at_the_concurrency_asked_and_stops(
 
 def test_watching_replicas_is_bounded_and_keeps_one_row_per_change():
     states = iter([{"RUNNING": 1}, {"RUNNING": 1, "STARTING": 1}, {"RUNNING": 2}])
-    seen = serving.watch_replicas(lambda: next(states), until=lambda s: s.get("RUNNING") == 2, limit_s=10)
+    seen = serving.watch_replicas(lambda: next(states), until=lambda s: s.get("RUNNING") == 2, limit_s=60)
     assert list(seen["replicas"]) == ["1 running", "1 running, 1 starting", "2 running"]
-    assert seen.attrs["reached"] and seen.attrs["states"] == {"RUNNING": 2} and 1 < seen.attrs["seconds"] < 5
+    assert seen.attrs["reached"] and seen.attrs["states"] == {"RUNNING": 2} and 1 < seen.attrs["seconds"] < 60
     started = time.perf_counter()
     seen = serving.watch_replicas(lambda: {"RUNNING": 1}, until=lambda s: False, limit_s=1.5)
-    assert len(seen) == 1 and time.perf_counter() - started < 5
+    assert len(seen) == 1 and time.perf_counter() - started < 60  # ended by its limit (else never), however busy
     assert not seen.attrs["reached"] and seen.attrs["seconds"] > 1.5  # gave up: the cell can say so
 
 
@@ -117,7 +119,7 @@ def test_a_port_that_frees_a_moment_later_counts_as_stopped_and_one_that_stays_d
     port = server.getsockname()[1]
     assert not serving.stops_listening(port, within_s=0.5)  # still held: a verdict after half a second
     threading.Timer(0.5, server.close).start()
-    assert serving.stops_listening(port, within_s=10) and not serving.is_listening(port)
+    assert serving.stops_listening(port, within_s=60) and not serving.is_listening(port)
 
 
 def fake_run(storage: Path, name: str, steps: list[int]) -> Path:
@@ -137,7 +139,7 @@ def test_the_model_served_is_the_last_checkpoint_of_notebook_03s_newest_run(tmp_
     fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [50, 100, 150])
     fake_run(tmp_path, "02-beans-ray-train-2026-03-01_10-00-00", [50])
     (tmp_path / f"{serving.FINE_TUNED_RUN}-2026-03-01_10-00-00").mkdir()  # started, stopped before a checkpoint
-    checkpoint = serving.fine_tuned_checkpoint(config.get_sources("standin"), DOGS, storage=str(tmp_path))
+    checkpoint = serving.fine_tuned_checkpoint(get_sources("standin"), DOGS, storage=str(tmp_path))
     assert checkpoint.path.endswith(f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00/checkpoint_0150")
     assert "step 150, validation accuracy 0.900" in capsys.readouterr().out
 
@@ -154,7 +156,7 @@ def test_the_run_is_read_quietly_and_one_without_a_checkpoint_names_the_notebook
 
 def test_without_notebook_03s_run_the_real_sources_name_the_notebook_to_run_first(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"Run notebooks/03_ray_data.ipynb first") as raised:
-        serving.fine_tuned_checkpoint(config.get_sources("real"), DOGS, storage=str(tmp_path))
+        serving.fine_tuned_checkpoint(get_sources("real"), DOGS, storage=str(tmp_path))
     assert str(tmp_path) in str(raised.value)
 
 
@@ -171,7 +173,7 @@ def test_without_notebook_03s_run_a_stand_in_is_served_saying_so_and_kept_for_th
         return 12.0
 
     monkeypatch.setattr(serving, "build_standin_model", build)
-    sources = config.get_sources("standin")
+    sources = get_sources("standin")
     checkpoint = serving.fine_tuned_checkpoint(sources, DOGS, storage=str(tmp_path / "ray"))
     said = capsys.readouterr().out
     assert f"missing (no run at {tmp_path / 'ray'}/{serving.FINE_TUNED_RUN}-*)" in said
@@ -201,8 +203,8 @@ def test_the_stand_in_is_fine_tuned_as_notebook_03_fine_tunes(tmp_path, monkeypa
     asked = {}
     monkeypatch.setattr(course.build, "pretrain", lambda model, pixels, labels, **options: asked.update(options))
     dogs = DOGS.__class__(**{**vars(DOGS), "train_steps": 60, "batch_size": 16, "learning_rate": 3e-4})
-    seconds = serving.build_standin_model(config.get_sources("standin"), dogs, tmp_path / "checkpoint")
-    images = len(serving.labelled_images(config.get_sources("standin"), "train"))
+    seconds = serving.build_standin_model(get_sources("standin"), dogs, tmp_path / "checkpoint")
+    images = len(serving.labelled_images(get_sources("standin"), "train"))
     assert asked == {"epochs": -(-60 * 16 // images), "batch_size": 16, "lr": 3e-4, "progress": False}
     assert (tmp_path / "checkpoint" / "config.json").exists() and seconds > 0
 
@@ -220,9 +222,11 @@ def test_a_free_port_is_one_no_connection_takes_by_itself_and_a_held_one_is_pass
     assert ports <= set(distributed.CHOSEN_PORTS) and len(ports) > 1
     with socket.create_server(("127.0.0.1", 0)) as held:
         taken = held.getsockname()[1]
-        monkeypatch.setattr(distributed, "CHOSEN_PORTS", [taken, taken + 1])
+        with socket.create_server(("127.0.0.1", 0)) as freed:  # a port this test held a moment ago, whatever else
+            free = freed.getsockname()[1]  # runs on the machine (not taken + 1: Ray's workers may hold that)
+        monkeypatch.setattr(distributed, "CHOSEN_PORTS", [taken, free])
         monkeypatch.setattr(random.SystemRandom, "sample", lambda self, ports, k: list(ports))
-        assert distributed.free_loopback_port(tries=2) == taken + 1
+        assert distributed.free_loopback_port(tries=2) == free
         monkeypatch.setattr(distributed, "CHOSEN_PORTS", [taken])
         with pytest.raises(RuntimeError, match="no free port on 127.0.0.1 in 1 tries"):
             distributed.free_loopback_port(tries=1)

@@ -5,6 +5,7 @@ import pytest
 from PIL import Image
 
 from course import build, config, standins
+from course.sources import STANDIN_BEANS, STANDIN_CIFAR10, STANDIN_IMAGENETTE, require_local
 from helpers import catalog
 
 
@@ -50,23 +51,23 @@ def test_imagenette_build_has_layout_labels_and_grayscale_share(tmp_path):
             assert {r["label"] for r in rows if r["file_name"] in {f.name for f in folder}} == {kind}
 
 
-@pytest.mark.parametrize("name", [config.STANDIN_BEANS, config.STANDIN_IMAGENETTE, config.STANDIN_CIFAR10])
+@pytest.mark.parametrize("name", [STANDIN_BEANS, STANDIN_IMAGENETTE, STANDIN_CIFAR10])
 def test_rebuild_is_identical(tmp_path, name):
     """`make data` twice gives the same bytes (compared on a sample of files)."""
-    if name == config.STANDIN_BEANS:  # the full build takes seconds; compare a few images instead
+    if name == STANDIN_BEANS:  # the full build takes seconds; compare a few images instead
         split, i = "validation", 5
         first = standins.leaf_image(i % 3, standins.rng_for("beans", split, i))
-        built = config.require_local(config.DATA_DIR / name, "beans") / split / catalog.BEANS_CLASSES[i % 3]
+        built = require_local(config.DATA_DIR / name, "beans") / split / catalog.BEANS_CLASSES[i % 3]
         assert np.array_equal(np.asarray(Image.open(built / f"{split}_{i:04d}.png")), np.asarray(first))
         return
     build.build(name, tmp_path)
-    reference = config.require_local(config.DATA_DIR / name, name)
+    reference = require_local(config.DATA_DIR / name, name)
     for path in sorted(p for p in (tmp_path / name).rglob("*") if p.is_file())[:40]:
         assert path.read_bytes() == (reference / path.relative_to(tmp_path / name)).read_bytes(), path
 
 
 def test_built_beans_has_the_promised_splits_and_classes():
-    root = config.require_local(config.DATA_DIR / config.STANDIN_BEANS, "beans")
+    root = require_local(config.DATA_DIR / STANDIN_BEANS, "beans")
     for split, n in catalog.BEANS_SPLITS.items():
         assert sorted(p.name for p in (root / split).iterdir()) == catalog.BEANS_CLASSES
         assert len(list((root / split).glob("*/*.png"))) == n
@@ -75,7 +76,7 @@ def test_built_beans_has_the_promised_splits_and_classes():
 def test_built_cifar10_parquet_has_image_and_label_columns():
     import pyarrow.parquet as pq
 
-    root = config.require_local(config.DATA_DIR / config.STANDIN_CIFAR10, "cifar10")
+    root = require_local(config.DATA_DIR / STANDIN_CIFAR10, "cifar10")
     for split, n in standins.CIFAR10_SPLITS.items():
         table = pq.read_table(root / split)
         assert table.column_names == ["image", "label"] and table.num_rows == n
@@ -87,15 +88,15 @@ def test_built_cifar10_parquet_has_image_and_label_columns():
 def test_make_data_publishes_what_is_built_to_shared_storage(tmp_path, capsys):
     """COURSE_DATA_DIR on shared storage: `make data` copies the checkout's built data sets there, once."""
     built_here = tmp_path / "checkout-data"
-    source = built_here / config.STANDIN_IMAGENETTE
+    source = built_here / STANDIN_IMAGENETTE
     (source / "val").mkdir(parents=True)
     (source / "labels.csv").write_text("file_name,label\n")
     (source / "val" / "a.JPEG").write_bytes(b"jpeg")
     shared = tmp_path / "cluster_storage" / "data"
-    target = build.build(config.STANDIN_IMAGENETTE, shared, built_here=built_here)
-    assert target == shared / config.STANDIN_IMAGENETTE
+    target = build.build(STANDIN_IMAGENETTE, shared, built_here=built_here)
+    assert target == shared / STANDIN_IMAGENETTE
     assert (target / "val" / "a.JPEG").read_bytes() == b"jpeg" and (target / "labels.csv").exists()
     assert f"published {source} to {target}" in capsys.readouterr().out
     assert not list(shared.glob(".*.partial")), "no half-copied folder is left"
-    build.build(config.STANDIN_IMAGENETTE, shared, built_here=built_here)
+    build.build(STANDIN_IMAGENETTE, shared, built_here=built_here)
     assert "kept" in capsys.readouterr().out, "published once"

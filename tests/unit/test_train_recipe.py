@@ -14,7 +14,7 @@ import pytest
 from executed import calls
 from transformers import TrainingArguments
 
-from course import config
+from course.budget import Budget, get_budget
 from course.resources import loader_workers
 from helpers.train import worker_training_args
 
@@ -28,7 +28,7 @@ DIFFERENT_ON_PURPOSE = {
 }
 
 
-def notebook_arguments(budget: config.Budget) -> dict:
+def notebook_arguments(budget: Budget) -> dict:
     """The keyword arguments of notebook 01's `TrainingArguments(...)` call, evaluated for ``budget``."""
     found = calls(NOTEBOOK, "TrainingArguments")
     assert found, "notebook 01 has no TrainingArguments(...) call"
@@ -38,7 +38,7 @@ def notebook_arguments(budget: config.Budget) -> dict:
 
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
 def test_the_workers_run_notebook_01s_recipe(kind):
-    budget = config.get_budget(kind=kind)
+    budget = get_budget(kind=kind)
     in_notebook = notebook_arguments(budget)
     notebook = TrainingArguments(**in_notebook, use_cpu=True)
     worker = worker_training_args(

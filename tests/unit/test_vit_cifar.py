@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from course import config
+from course.sources import STANDIN_CIFAR10
 from helpers.cifar import load_split, normalize
 from helpers.loops import pairs, train_epoch, validate
 from helpers.vit import FULL, SMALL, Architecture, VisionTransformer, architecture_named, count_parameters
 
-CIFAR = str(config.DATA_DIR / config.STANDIN_CIFAR10)
+CIFAR = str(config.DATA_DIR / STANDIN_CIFAR10)
 
 
 def test_vit_gives_one_logit_per_class():
