@@ -38,6 +38,10 @@ build                       ``make data``: writes the stand-ins and pretrains th
 benchmark                   ``make bench``'s measurements: timed epochs and runs of ingest, training, batch inference
 exercises.checking          the rules every check follows: a thread with a time limit, the verdict, its record
 exercises.train_runs        running a learner's function on Ray Train workers, each watched (02b and 04)
+exercises.task_watch        00.1's clock over the learner's tasks, and what it tells: at once, held back, why late
+exercises.cifar10_judge     04.2's judging of a finished run: the check's model and data, the reports, the checkpoint,
+                            the workers' agreement, the model's skill
+exercises.search_space      07.1's search space, sampled as Tune does: ``lr`` log-uniform, ``batch_size`` a choice
 exercises.<lesson>          one module per lesson, named as its notebook without the number (``ray_data``: 03)
 ==========================  ============================================================================================
 

@@ -1,5 +1,6 @@
-"""Lesson 04's checks (course.exercises.cifar10_pytorch_to_ray, and the watch of train_runs): the common wrong
-answers are refused with a message that teaches, other right answers pass.
+"""Lesson 04's checks (course.exercises.cifar10_pytorch_to_ray, its judge of a finished run in cifar10_judge,
+and the watch of train_runs): the common wrong answers are refused with a message that teaches, other right answers
+pass.
 
 The wrong answers a learner who half understands writes, each a case below:
 
@@ -37,6 +38,7 @@ from exercise_checks import expect, todo
 
 from course.exercises import (
     checking,
+    cifar10_judge,
     cifar10_pytorch_to_ray,
     train_runs,
 )
@@ -208,8 +210,8 @@ def test_the_watch_for_the_lessons_function_leaves_a_profiler_in_place():
 @functools.cache
 def trained_weights(steps: int = 150) -> dict:
     """The check's model trained well on its problem, in this process (what a right answer's checkpoint holds)."""
-    model = cifar10_pytorch_to_ray.hidden_model()
-    images, labels = cifar10_pytorch_to_ray.hidden_problem(512, seed=1)
+    model = cifar10_judge.hidden_model()
+    images, labels = cifar10_judge.hidden_problem(512, seed=1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
     for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(images)), torch.from_numpy(labels))
@@ -339,7 +341,7 @@ def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1),
     good = trained_weights()
     weights = {
         "good": good,
-        "untrained": cifar10_pytorch_to_ray.hidden_model().state_dict(),
+        "untrained": cifar10_judge.hidden_model().state_dict(),
         "wrapped": {f"module.{name}": value for name, value in good.items()},
         None: None,
     }[weights]
@@ -351,7 +353,7 @@ def judged(tmp_path, weights="good", losses=None, file_name=None, models=(1, 1),
     if final:  # the weights each worker's model ended with (_observed sends them): the good ones, or one epoch on
         ended = torch.cat([value.flatten() for value in good.values()]) + (0.1 if final == "lagging" else 0.0)
         workers["final"] = [ended.tolist()] * len(models)
-    judge = cifar10_pytorch_to_ray._judge_train_run
+    judge = cifar10_judge.judge_train_run
     return checking.check("04.2", lambda: judge(result, workers, 3, WEIGHTS_FILE, 2, calls, batch_size=32, lr=0.05))
 
 
@@ -367,13 +369,13 @@ def test_the_ray_train_exercise_accepts(tmp_path, case):
 
 def test_a_worker_that_raised_is_named_with_a_hint():
     """04.2: what a worker raised, and for an epoch with no batches (train_epoch's error), why that happens."""
-    empty = cifar10_pytorch_to_ray._raised_finding("ValueError: the train split is empty: there is nothing to measure")
+    empty = cifar10_judge.raised_finding("ValueError: the train split is empty: there is nothing to measure")
     assert "an epoch got no batches" in empty and "inside the loop" in empty
-    assert "an epoch got no batches" in cifar10_pytorch_to_ray._raised_finding("ZeroDivisionError: division by zero")
-    other = cifar10_pytorch_to_ray._raised_finding("KeyError: 'x'")
+    assert "an epoch got no batches" in cifar10_judge.raised_finding("ZeroDivisionError: division by zero")
+    other = cifar10_judge.raised_finding("KeyError: 'x'")
     assert "KeyError: 'x'" in other and "get_dataset_shard" in other and "no batches" not in other
     lessons_model = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x192 and 3072x10)"  # not make_model's
-    assert 'loop_config["make_model"]()' in cifar10_pytorch_to_ray._raised_finding(lessons_model)
+    assert 'loop_config["make_model"]()' in cifar10_judge.raised_finding(lessons_model)
 
 
 def test_an_untouched_ray_train_exercise_starts_nothing():

@@ -1,6 +1,6 @@
-"""Notebook 00's checks (course.exercises.ray_core): "not done yet" for an untouched exercise, a message that names
-the mistake for each half-right answer (never an exception, never a hang), and done for a right answer. The
-solutions notebook runs them too (tests/lessons/test_solutions.py).
+"""Notebook 00's checks (course.exercises.ray_core, and the watch over 00.1's tasks in task_watch): "not done yet" for
+an untouched exercise, a message that names the mistake for each half-right answer (never an exception, never a hang),
+and done for a right answer. The solutions notebook runs them too (tests/lessons/test_solutions.py).
 
 What a learner who half understands writes, and the verdict each gets (a function or class below for each):
 
@@ -49,7 +49,7 @@ import pytest
 import ray
 from exercise_checks import expect
 
-from course.exercises import checking
+from course.exercises import checking, task_watch
 from course.exercises import ray_core as core
 
 
@@ -406,8 +406,8 @@ def test_a_loop_that_never_ends_gets_a_verdict_in_time(on_ray):
 def test_a_task_still_running_when_the_check_ends_ends_quietly(on_ray):
     """An answer that returns before its tasks end leaves them running; the check's clock is gone by then. Each task
     must still end normally: a task that fails prints its error under the learner's next try."""
-    clock = ray.remote(num_cpus=0)(core._Clock).remote()
-    work = ray.remote(core._slow_work(clock))
+    clock = ray.remote(num_cpus=0)(task_watch.Clock).remote()
+    work = ray.remote(task_watch.slow_work(clock))
     ray.kill(clock)
     assert ray.get(work.remote(1), timeout=60) == 1
 
@@ -692,10 +692,10 @@ def test_an_async_tally_that_awaits_mid_count_is_told_why_it_loses_counts(on_ray
 def test_a_result_held_back_is_found():
     """00.1's timing rule, on the check's own events: a result handed over after a later task's end is held back;
     one handed over late but before the next end (a busy machine) is not."""
-    step = core.STEP_S
+    step = task_watch.STEP_S
     ended = [(1 * step, 1), (1 * step, 1), (2 * step, 2), (3 * step, 3), (4 * step, 4)]
     order = [1, 1, 2, 3, 4]
     in_time = [at + 0.8 * step for at, _ in ended]
-    assert core._held_back(order, in_time, ended) is None
+    assert task_watch.held_back(order, in_time, ended) is None
     two_at_a_time = [1 * step, 1 * step, 3 * step + 0.01, 3 * step + 0.02, 4 * step]
-    assert core._held_back(order, two_at_a_time, ended) == (2, 3)
+    assert task_watch.held_back(order, two_at_a_time, ended) == (2, 3)
