@@ -126,12 +126,13 @@ test: data ## everything: lint, format, unit tests, a cluster whose worker node 
 	$(STEP) "the real sources" -- $(MAKE) --no-print-directory rehearse SIZE=smoke LESSONS="$(TEST_LESSONS)" \
 	  $(if $(MARK),MARK="$(MARK)")
 
-# The whole notebooks `make test` runs on the real sources, at the smoke size, in about 2 minutes: 03 (imagenette's
-# photos from S3 through a whole Ray Data pipeline, an actor pool, Ray Train on Ray Data shards, its checkpoint to the
-# storage, batch inference loading it back, predictions written to the storage) and 04 (CIFAR-10's parquet from S3 into
-# Ray Train's workers through DataLoaders and through Ray Data, checkpoints to the storage and loaded back). The
-# per-lesson test reads every lesson's sources already; these two cover what only a whole notebook runs, and cost
-# the least of those that do (docs/development.md, "The real-sources rehearsal").
+# The whole notebooks `make test` runs on the real sources at the smoke size, about 2 minutes (71 and 38 s on
+# 2026-11-29, a fifth of every notebook's 517 s). The per-lesson test reads every lesson's sources already; these two
+# cover what only a whole notebook runs: 03 is the only one that takes imagenette's photos from S3 through a whole Ray
+# Data pipeline (an actor pool, Ray Train on Ray Data shards, the real model's Hugging Face checkpoint to the storage,
+# batch inference loading it back, predictions written to the storage; 06 serves that checkpoint); 04, the cheapest
+# notebook with a checkpoint written to the storage and read back, takes CIFAR-10's parquet from S3 into Ray Train's
+# workers through DataLoaders and through Ray Data (docs/development.md, "The real sources in `make test`").
 TEST_LESSONS := 03 04
 # The real-sources rehearsal: notebooks with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1, on
 # a cluster of their own per size (the peak memory it prints is then a learner's). SIZE: smoke, course, or both in

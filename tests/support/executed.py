@@ -40,8 +40,11 @@ RAY_PREFIX = re.compile(r"^\((?:.*? )?pid=\d+\) ?")
 # A Ray 2.60 worker process that crashed (a segmentation fault, an abort on a corrupt mutex): seen in a few runs on
 # a 2-core machine, in idle and Ray Data workers; Ray retries the task elsewhere and the results are unaffected. Once,
 # with seven kernels alive, a Ray Train controller whose run had ended aborted on glibc's robust-mutex assertion.
+# Its report may reach the notebook in several stream outputs: a part may hold only the C++ stack's frames
+# ("PC: @ 0x...", "    @ 0x... (unknown)"), which count as the same report.
 RAY_WORKER_CRASH = re.compile(
     r"Fatal Python error|mutex\.cc|SIGABRT received|SIGSEGV received|pthread_mutex_lock\.c:\d+: .*Assertion"
+    r"|PC: @ +0x[0-9a-f]+|\s@ +0x[0-9a-f]+"
 )
 # A Ray worker that Ray ends on purpose (a trial that Tune's scheduler stopped, notebook 07) and that got the SIGTERM
 # while Python ran a clean-up callback: Python prints the SystemExit it could not raise there. Tolerated where the

@@ -123,17 +123,21 @@ def beans_fine_tune_batch(sources: Any, transform: Callable | None = None, colla
     }
 
 
-def classifier_forward(model_id: str, class_names: list[str], pixels: Any, labels: Any) -> Facts:
-    """Notebook 03's ``train_func``: the pretrained classifier with a new head, one forward pass on a featurized
-    batch as its Trainer gets it from the Ray Data shard."""
-    import torch
+class Classifier:
+    """Notebook 03's ``train_func``, as a Ray actor: the pretrained classifier with a new head, loaded on the worker
+    while the data is read, then one forward pass on a featurized batch as its Trainer gets it from the shard."""
 
-    from helpers.models import load_classifier
+    def __init__(self, model_id: str, class_names: list[str]) -> None:
+        from helpers.models import load_classifier
 
-    model = load_classifier(model_id, class_names)
-    with torch.no_grad():
-        out = model(pixel_values=torch.as_tensor(pixels), labels=torch.as_tensor(labels))
-    return {"logits": shape(out.logits), "loss": float(out.loss)}
+        self.model = load_classifier(model_id, class_names)
+
+    def forward(self, pixels: Any, labels: Any) -> Facts:
+        import torch
+
+        with torch.no_grad():
+            out = self.model(pixel_values=torch.as_tensor(pixels), labels=torch.as_tensor(labels))
+        return {"logits": shape(out.logits), "loss": float(out.loss), "where": where()}
 
 
 def cifar_loader_forward(loaders: Callable, loop_config: dict) -> Facts:
@@ -217,30 +221,30 @@ def read_02(sources: Any, budget: Any) -> Facts:
 
 
 def read_03(sources: Any, budget: Any) -> Facts:
-    """imagenette's folders on S3 through Ray Data (the readability check, the images, the labels file written from
-    the folders and read back), the notebook's label join and colour filter, its ``Featurizer`` on an actor pool,
-    then the classifier's forward pass on a featurized batch where ``train_func`` runs."""
+    """imagenette's folders on S3 through Ray Data (the labels file written from the folders and read back, the
+    images), the notebook's label join and colour filter, its ``Featurizer`` on an actor pool, then the classifier's
+    forward pass on a featurized batch where ``train_func`` runs. (Its readability check reads every photo once more:
+    `make test` runs notebook 03 whole on the real sources.)"""
     import ray
     import ray.data
     from lesson_code import from_notebook
     from ray.data.expressions import col
 
     from course.cluster import configure_ray_data
-    from helpers.ingest import check_label_table, class_folders, ensure_labels, require_readable_images
+    from helpers.ingest import check_label_table, class_folders, ensure_labels
 
     configure_ray_data()
     add_labels, _, add_shapes, featurizer = from_notebook(
         "03_ray_data", "add_labels", "channels", "add_shapes", "Featurizer"
     )
-    train_folders = class_folders(sources.imagenette, "train")
-    readable = require_readable_images(train_folders)
-    images = ray.data.read_images(train_folders, include_paths=True)
     labels_file = ensure_labels(sources)
     label_table = check_label_table(ray.data.read_csv(labels_file).to_pandas(), source=labels_file)
+    class_names = sorted(label_table["label"].unique())
+    classifier = ray.remote(Classifier).options(num_cpus=1, max_restarts=0).remote(sources.model, class_names)
+    images = ray.data.read_images(class_folders(sources.imagenette, "train"), include_paths=True)
     label_of = dict(zip(label_table["file_name"], label_table["label"], strict=True))
     labeled = images.map_batches(add_labels, fn_kwargs={"label_of": label_of})
     rgb = labeled.map_batches(add_shapes).filter(expr=col("channels") == 3).drop_columns(["shape", "ndim", "channels"])
-    class_names = sorted(label_table["label"].unique())
     features = rgb.map_batches(
         featurizer,
         fn_constructor_kwargs={"model": sources.model, "class_names": class_names},
@@ -248,9 +252,11 @@ def read_03(sources: Any, budget: Any) -> Facts:
         batch_size=budget.dogs.inference_batch_size,
     )
     batch = features.take_batch(BATCH)
-    forward = on_worker(classifier_forward, sources.model, class_names, batch["pixel_values"], batch["labels"])
+    try:
+        forward = ray.get(classifier.forward.remote(batch["pixel_values"], batch["labels"]))
+    finally:
+        ray.kill(classifier)
     return {
-        "readable_images": readable,
         "label_rows": label_table["label"].value_counts().to_dict(),
         "class_names": class_names,
         "pixel_values": shape(batch["pixel_values"]),

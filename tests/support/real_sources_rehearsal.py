@@ -296,6 +296,13 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         REHEARSAL.stop()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A build no test waited for (the session stopped early) stops with it: unstamped content is built again."""
+    if REHEARSAL.building is not None and REHEARSAL.building.poll() is None:
+        REHEARSAL.building.terminate()
+        REHEARSAL.building.wait()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     if REHEARSAL.figures:
         from course import config

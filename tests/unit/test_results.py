@@ -156,6 +156,11 @@ def test_a_ray_workers_crash_report_is_neither_counted_as_lines_nor_a_finding(tm
     notebook["cells"][1]["outputs"].insert(0, {"output_type": "stream", "name": "stdout", "text": "accuracy 0.37\n"})
     assert output_lines(save(notebook), tmp_path) == ["accuracy 0.37"]
     assert problems(save(notebook), tmp_path) == []
+    # the same report in two stream outputs, the second only the stack's frames (03 on a loaded machine, 2026-12-01)
+    frames = "(pid=4242) PC: @     0x7f3a2c1d5e6f  (unknown)  raise\n(pid=4242)     @     0x7f3a2c1b0000  (unknown)\n"
+    split = a_notebook("# Tune", crash)
+    split["cells"][1]["outputs"].append({"output_type": "stream", "name": "stderr", "text": frames})
+    assert problems(save(split), tmp_path) == []
     half = crash + "a line of the lesson's own on stderr\n"  # not only Ray's: counted, and a finding
     assert len(output_lines(save(a_notebook("# Tune", half)), tmp_path)) > MAX_LINES
     assert any("wrote to stderr" in found for found in problems(save(a_notebook("# Tune", half)), tmp_path))
