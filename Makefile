@@ -104,7 +104,11 @@ smoke: data ## every notebook at the smoke size through nbmake on the local 2-no
 solutions: data ## run the exercises' solutions (solutions/) on the local cluster: every check must pass
 	$(CLUSTER) $(BIN)/python scripts/run_course.py solutions/*.ipynb --executed results/executed-solutions
 
-# The tests' cluster is a real cluster in small: its worker node shares no files with this checkout (see CLUSTER).
+# The tests' cluster is a real cluster in small: its worker node shares no files with this checkout (see CLUSTER). The
+# notebooks run at COURSE_TEST_SIZE: the smoke size (every code path, on every landing), or the course size
+# (COURSE_TEST_SIZE=course: floors held and claims checked, what learners see; the weekly workflow). Every lesson's
+# reads of the real sources run in the first session (tests/cluster/test_real_sources.py); whole notebooks on them,
+# `make rehearse`.
 test: data ## everything: lint, format, unit tests, a cluster whose worker node shares no files, every notebook (MARK=cluster: one group)
 	@# A new table of steps (results/steps.tsv), unless .ci/run, which times its own steps around it, keeps its rows
 	@[ -n "$$STEPS_KEEP" ] || $(BIN)/python scripts/steps.py clear
@@ -120,20 +124,7 @@ test: data ## everything: lint, format, unit tests, a cluster whose worker node 
 	@# selected none of its tests.
 	$(STEP) "the site" -- bash -c '$(MAKE) --no-print-directory site && \
 	  { $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/site || [ $$? = 5 ]; }'
-	@# The real sources: every lesson's reads of its sources (tests/cluster/test_real_sources.py) ran in the first
-	@# session; here, on a fresh cluster as `COURSE_SOURCES=real make run` starts one, whole notebooks at the smoke size,
-	@# TEST_LESSONS below (every notebook: `make rehearse`, and the weekly workflow). 5: MARK selected none.
-	$(STEP) "the real sources" -- $(MAKE) --no-print-directory rehearse SIZE=smoke LESSONS="$(TEST_LESSONS)" \
-	  $(if $(MARK),MARK="$(MARK)")
 
-# The whole notebooks `make test` runs on the real sources at the smoke size, about 2 minutes (71 and 38 s on
-# 2026-11-29, a fifth of every notebook's 517 s). The per-lesson test reads every lesson's sources already; these two
-# cover what only a whole notebook runs: 03 is the only one that takes imagenette's photos from S3 through a whole Ray
-# Data pipeline (an actor pool, Ray Train on Ray Data shards, the real model's Hugging Face checkpoint to the storage,
-# batch inference loading it back, predictions written to the storage; 06 serves that checkpoint); 04, the cheapest
-# notebook with a checkpoint written to the storage and read back, takes CIFAR-10's parquet from S3 into Ray Train's
-# workers through DataLoaders and through Ray Data (docs/development.md, "The real sources in `make test`").
-TEST_LESSONS := 03 04
 # The real-sources rehearsal: notebooks with COURSE_SOURCES=real against stand-ins of the Hub and S3 on 127.0.0.1, on
 # a cluster of their own per size (the peak memory it prints is then a learner's). SIZE: smoke, course, or both in
 # turn (the default; COURSE_SMOKE=1 alone: smoke). LESSONS: the notebooks, by number ("03 04"; 06 serves 03's model:

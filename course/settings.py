@@ -198,6 +198,14 @@ SETTINGS = (
         example="1",
     ),
     Setting(
+        "COURSE_TEST_SIZE",
+        "the size `make test` executes the notebooks at: smoke (every code path, in minutes; every landing) or course "
+        "(what learners see: headlines held to their floors, each lesson's claims checked; the weekly workflow)",
+        "choice",
+        default="smoke",
+        choices=("smoke", "course"),
+    ),
+    Setting(
         "COURSE_PACKAGE",
         "where a lesson opened on its own (Colab, a Jupyter without the course) installs the course from, in its "
         "first cell (course.links): a checkout's path, a git URL, or a version pip can install",

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from traitlets import default
 
 from course import config, results, settings
 from course.deadline import first_line
-from course.lessons import LESSONS
+from course.lessons import LESSONS, Lesson
 
 NOTEBOOKS = config.REPO_ROOT / "notebooks"
 EXECUTED = config.RESULTS_DIR / "executed"
@@ -94,11 +94,16 @@ class Progress:
 
 
 def execute(
-    path: Path, executed_dir: Path, cell_timeout: int = CELL_TIMEOUT, before_cell: Callable[[str], None] | None = None
+    path: Path,
+    executed_dir: Path,
+    cell_timeout: int = CELL_TIMEOUT,
+    before_cell: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Run one notebook with its own folder as working directory; always save the executed copy.
 
-    ``before_cell(source)`` runs before each code cell (a test uses it to look at a service while it runs)."""
+    ``before_cell(source)`` runs before each code cell (a test uses it to look at a service while it runs); ``env``
+    adds to the kernel's environment (the tests' size, ``COURSE_SMOKE``)."""
     notebook = nbformat.read(path, as_version=4)
     code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
     progress = Progress(path.stem, code_cells, before_cell)
@@ -113,7 +118,7 @@ def execute(
     start = time.perf_counter()
     status = "ok"
     try:
-        client.execute(env=kernel_env())
+        client.execute(env=kernel_env() | dict(env or {}))
     except CellTimeoutError:
         status = f"TIMED OUT in cell {progress.done} of {code_cells} (limit {cell_timeout} s per cell)"
     except DeadKernelError:
@@ -143,6 +148,26 @@ def table(outcomes: list[Outcome], recorded: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def claims_report(recorded: dict[str, dict], lessons: Sequence[Lesson] = LESSONS) -> tuple[str, bool]:
+    """Each claim (course.lessons.Claim) of the lessons that ran at the course size, on the figures they recorded: a
+    few lines to print, and whether every one held. The smoke size's measurements are too small to show their point."""
+    lines, held, checked = [], True, 0
+    for lesson in lessons:
+        record = recorded.get(f"{lesson.notebook}.ipynb") or {}
+        if not lesson.claims or record.get("run", {}).get("size") != "course":
+            continue
+        for claim in lesson.claims:
+            checked += 1
+            missing = [name for name in (claim.larger, claim.smaller) if name and name not in record["figures"]]
+            if missing or not claim.holds(record["figures"]):
+                held = False
+                why = f"it recorded no {', '.join(missing)}" if missing else f"the figures are {record['figures']}"
+                lines.append(f"  does not hold: {lesson.notebook}: {claim} ({why})")
+    if not checked:
+        return "claims: none checked (no lesson with claims ran at the course size)", True
+    return "\n".join([f"claims: {checked - len(lines)} of {checked} hold (course.lessons)", *lines]), held
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: every lesson's, in order)")
@@ -167,9 +192,11 @@ def main(argv: list[str] | None = None) -> int:
             break
     print(f"\nexecuted notebooks are in {args.executed}\n")
     print(table(outcomes, recorded))
+    report, held = claims_report(recorded)
+    print(f"\n{report}")
     if interrupted:
         return 130
-    return 0 if all(outcome.ok for outcome in outcomes) else 1
+    return 0 if held and all(outcome.ok for outcome in outcomes) else 1
 
 
 if __name__ == "__main__":

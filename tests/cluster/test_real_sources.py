@@ -9,8 +9,9 @@ processor where it has one, and runs one forward pass on that batch. What the no
 Data's reads, a Ray Train worker's or a Serve replica's loads) runs there too, on the worker node that shares no files
 with the checkout. Each test holds what was read: row counts, shapes, label ranges, the logits' shape.
 
-Whole notebooks on the real sources: `make test` runs a few (its step "the real sources"), `make rehearse` and the
-weekly workflow all of them (docs/development.md, "The real-sources rehearsal").
+This module is the real sources' row of `.ci/run`'s table ("its real sources", inside the first session). Whole
+notebooks on the real sources: `make rehearse` and the weekly workflow, every one at both sizes (docs/development.md,
+"The real-sources rehearsal").
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from helpers.catalog import BEANS_CLASSES, IMAGENETTE_SYNSETS
 pytestmark = pytest.mark.cluster  # starts Ray (a job of its own on the tests' cluster)
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import steps  # noqa: E402  (scripts/ is not a package: .ci/run's table of steps)
+
 READER = ROOT / "tests" / "support" / "lesson_reads.py"
 LOG = ROOT / "results" / "real-sources-reads.log"  # what the reader and Ray's workers printed, kept for a look
 READ = [lesson.notebook for lesson in LESSONS if lesson.sources]  # 00 declares none
@@ -139,7 +143,7 @@ class Reader:
 def reader(request: pytest.FixtureRequest) -> Iterator[Reader]:
     """The stand-ins serving the smoke size's content, and the reader attached to the cluster with the environment a
     rehearsed notebook's kernel gets (real_sources_rehearsal.Rehearsal.start); their times printed at the end."""
-    started = time.perf_counter()
+    started, started_wall, failed_before = time.perf_counter(), time.time(), request.session.testsfailed
     REHEARSAL.wait_for_the_build()  # started as the session's tests were collected (real_sources_rehearsal)
     content = build_content(SMOKE_CONTENT, smoke=True)  # kept in results/ between runs: built once
     built_s = time.perf_counter() - started
@@ -161,6 +165,8 @@ def reader(request: pytest.FixtureRequest) -> Iterator[Reader]:
             finally:
                 reader.close()
                 report(request, reader, built_s)
+                failed = request.session.testsfailed > failed_before
+                steps.record("its real sources", started_wall, time.perf_counter() - started, int(failed))
     finally:
         shutil.rmtree(hf_home, ignore_errors=True)
 

@@ -1,16 +1,25 @@
 """Every measurement makes its point: each lesson's claims (course.lessons.Claim) hold on the figures that its run in
 this session recorded (results/metrics/, written by the browser test, tests/lessons/test_notebooks.py or
-tests/lessons/test_serve.py before this module runs). No notebook runs again here: the tests read the records."""
+tests/lessons/test_serve.py before this module runs). No notebook runs again here: the tests read the records.
+
+Only at the course size (COURSE_TEST_SIZE=course: the weekly workflow; `make run` checks the same claims as it ends):
+the smoke size's measurements are too small to show their point."""
 
 from __future__ import annotations
 
 import pytest
+from executed import TEST_SIZE
 
 from course import results
 from course.lessons import LESSONS
 
 CLAIMS = [(lesson.notebook, claim) for lesson in LESSONS for claim in lesson.claims]
-pytestmark = pytest.mark.notebook
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.skipif(
+        TEST_SIZE != "course", reason="the notebooks ran at the smoke size: COURSE_TEST_SIZE=course checks the claims"
+    ),
+]
 
 
 @pytest.mark.parametrize("notebook, claim", CLAIMS, ids=[f"{n}: {c.says}" for n, c in CLAIMS])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import shutil
 import sys
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/ is not a package)
 
+from course import config, settings  # noqa: E402
 from course.lessons import LESSONS  # noqa: E402
 
 NOTEBOOKS = [ROOT / "notebooks" / f"{lesson.notebook}.ipynb" for lesson in LESSONS]  # tests/unit/test_lessons.py: all
@@ -23,6 +25,11 @@ NOTEBOOKS = [ROOT / "notebooks" / f"{lesson.notebook}.ipynb" for lesson in LESSO
 IN_THE_BROWSER = [lesson.notebook for lesson in LESSONS if lesson.runs_in_browser]
 # run by tests/lessons/test_serve.py, which checks its service from outside while it runs
 (SERVE,) = (lesson.notebook for lesson in LESSONS if not lesson.runs_in_browser)
+# The size the tests execute the notebooks at (COURSE_TEST_SIZE): smoke, every code path in minutes, on every landing;
+# course, what learners see (headlines held to their floors, the lessons' claims checked), in the weekly workflow. The
+# kernels get it as COURSE_SMOKE; the tests' own process keeps its environment.
+TEST_SIZE = settings.read("COURSE_TEST_SIZE")
+NOTEBOOK_ENV = {config.SMOKE_ENV: "1" if TEST_SIZE == "smoke" else "0"}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
     import playwright.sync_api  # noqa: F401
@@ -126,12 +133,30 @@ def run(path: Path, folder: Path = EXECUTED, **options) -> run_course.Outcome:
     samples the listening sockets: a process of the course listening beyond 127.0.0.1 at any time makes the outcome a
     failure that names the notebook and the process."""
     options.setdefault("cell_timeout", 900)
+    options.setdefault("env", NOTEBOOK_ENV)
     with SocketWatch(path.stem) as watch:
         outcome = run_course.execute(path, folder, **options)
     wide = watch.problems()
     if wide:
         outcome.status = "; ".join(([] if outcome.ok else [outcome.status]) + wide)
     return outcome
+
+
+def headline_problem(recorded: dict) -> str | None:
+    """What is wrong with a notebook's record of its headline (course.results.record) at the tests' size, or None:
+    recorded in a run of that size; at the course size at or above its floor; at the smoke size (held to no floor) a
+    number."""
+    if not recorded:
+        return "no headline recorded (course.results.record)"
+    size = recorded.get("run", {}).get("size")
+    if size != TEST_SIZE:
+        return f"its headline comes from a run at the {size} size, not at the tests' {TEST_SIZE} size"
+    value, floor = recorded["value"], recorded["floor"]
+    if not math.isfinite(value):
+        return f"{recorded['headline']} is {value}"
+    if TEST_SIZE == "course" and not value >= floor:
+        return f"{recorded['headline']} is {value:.3f}, below its floor {floor}"
+    return None
 
 
 def crash_report(text: str) -> bool:

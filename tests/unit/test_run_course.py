@@ -12,6 +12,11 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_course  # noqa: E402  (scripts/ is not a package)
+
+from course import lessons  # noqa: E402
+
 # per cell: a_ok's imports and git calls take about a second on a quiet machine, many on a busy one; c_too_slow's
 # sleep far longer
 CELL_TIMEOUT_S = "20"
@@ -82,3 +87,29 @@ def test_kernels_run_over_ipc_without_a_warning_and_leave_no_sockets(run):
     assert transport == "ipc", "the kernel was started over TCP: five ports, and ipykernel's warning"
     assert "running over TCP" not in result.stdout + result.stderr
     assert not [p.name for p in runtime.glob("kernel-*")], "a kernel's connection file or socket was left behind"
+
+
+def test_make_run_ends_with_the_claims_of_the_lessons_that_ran_at_the_course_size():
+    toy = lessons.Lesson(
+        "a_toy",
+        "a toy",
+        "toy accuracy",
+        floor=0.5,
+        exercises=(),
+        budget="beans",
+        claims=(lessons.Claim("tasks beat the loop", "speedup", 1.5), lessons.Claim("b is larger", "b", 2.0, "a")),
+    )
+    course = {"run": {"size": "course"}}
+    report, held = run_course.claims_report(
+        {"a_toy.ipynb": course | {"figures": {"speedup": 3.0, "a": 1.0, "b": 2.5}}}, [toy]
+    )
+    assert held and report.startswith("claims: 2 of 2 hold")
+    report, held = run_course.claims_report({"a_toy.ipynb": course | {"figures": {"speedup": 1.4, "a": 1.0}}}, [toy])
+    assert not held and "claims: 0 of 2 hold" in report
+    assert "does not hold: a_toy: tasks beat the loop: speedup >= 1.5" in report
+    assert "it recorded no b" in report
+    smoke = {"a_toy.ipynb": {"run": {"size": "smoke"}, "figures": {"speedup": 1.0}}}
+    assert run_course.claims_report(smoke, [toy]) == (
+        "claims: none checked (no lesson with claims ran at the course size)",
+        True,
+    )
