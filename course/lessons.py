@@ -26,17 +26,29 @@ from course.gpu_memory import (
 )
 from course.sources import Sources, get_sources, require_data
 
+SPEEDUPS_OF = ("waiting", "computing", None)  # what a speed-up claim times (Claim.speedup_of)
+
 
 @dataclass(frozen=True)
 class Claim:
     """What one of a lesson's measurements shows, held by a test (tests/lessons/test_what_they_show.py) on the figures
     its run recorded (``results.record``): ``larger`` is at least ``factor`` times ``smaller`` (or times 1, without
-    ``smaller``). Ratios only, never absolute times, and a factor with room for a loaded machine."""
+    ``smaller``). Ratios only, never absolute times, and a factor with room for a loaded machine.
+
+    A speed-up says what it times (``speedup_of``): ``"waiting"`` where sleeps stand for waits on something outside (a
+    bucket, a remote call), which overlap however few cores there are, and the lesson's text names the wait;
+    ``"computing"`` where the work is real, which gains at most as many times as the machine has cores. Other claims
+    (counts, accuracies) leave it None."""
 
     says: str  # the effect, as the lesson's text names it
     larger: str  # a figure of the lesson's record
     factor: float
     smaller: str | None = None  # another figure of the record
+    speedup_of: str | None = None  # "waiting" (sleeps), "computing" (real work), or None: not a speed-up
+
+    def __post_init__(self) -> None:
+        if self.speedup_of not in SPEEDUPS_OF:
+            raise ValueError(f"{self.says}: speedup_of={self.speedup_of!r}, not one of {SPEEDUPS_OF}")
 
     def holds(self, figures: dict[str, float]) -> bool:
         return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
@@ -119,7 +131,7 @@ LESSONS: tuple[Lesson, ...] = (
         reference_seconds=25,  # timed 2026-11-25 (the others 2026-11-24, with the doctor's probe)
         real_reference_seconds=31,  # the real-sources rehearsal, 2026-11-25
         claims=(
-            Claim("tasks side by side finish well before the loop", "speedup", 1.5),
+            Claim("tasks side by side finish well before the loop", "speedup", 1.5, speedup_of="waiting"),
             Claim("the actor pool hands batches to every actor", "least_batches_per_scorer", 1.0),
         ),
     ),
@@ -156,7 +168,13 @@ LESSONS: tuple[Lesson, ...] = (
         real_reference_seconds=164,  # the real-sources rehearsal, 2026-11-25
         claims=(
             # a fit that only reports: local mode about 0.1 s, two workers 8 to 13 s on 2 cores
-            Claim("local mode's first report comes sooner", "first_report_workers_s", 3.0, "first_report_local_s"),
+            Claim(
+                "local mode's first report comes sooner",
+                "first_report_workers_s",
+                3.0,
+                "first_report_local_s",
+                speedup_of="computing",
+            ),
         ),
     ),
     Lesson(
@@ -225,8 +243,20 @@ LESSONS: tuple[Lesson, ...] = (
         claims=(
             Claim("Ray Train learns about as well as the plain loop", "ray_train_accuracy", 0.85, "plain_accuracy"),
             # map against map_batches on 1,000 images: the text says the gap is small at this size, either way round
-            Claim("at this size, map is not far ahead of map_batches", "map_s", 1 / 3, "map_batches_s"),
-            Claim("at this size, map_batches is not far ahead of map", "map_batches_s", 1 / 3, "map_s"),
+            Claim(
+                "at this size, map is not far ahead of map_batches",
+                "map_s",
+                1 / 3,
+                "map_batches_s",
+                speedup_of="computing",
+            ),
+            Claim(
+                "at this size, map_batches is not far ahead of map",
+                "map_batches_s",
+                1 / 3,
+                "map_s",
+                speedup_of="computing",
+            ),
         ),
     ),
     Lesson(
@@ -249,15 +279,32 @@ LESSONS: tuple[Lesson, ...] = (
                 "lazy_epoch_s",
                 2.0,
                 "cached_epoch_s",
+                speedup_of="waiting",
             ),
             Claim(
                 "a full shuffle's batch draws from many more blocks", "full_shuffle_blocks", 2.5, "local_shuffle_blocks"
             ),
-            Claim("four collates side by side wait less than one", "prefetch_wait_0_s", 2.0, "prefetch_wait_4_s"),
             Claim(
-                "a slow source streams: its first batch long before the read ends", "read_done_s", 1.5, "first_output_s"
+                "four collates side by side wait less than one",
+                "prefetch_wait_0_s",
+                2.0,
+                "prefetch_wait_4_s",
+                speedup_of="waiting",
             ),
-            Claim("Ray Data does the job faster than a plain loop on this laptop", "plain_loop_s", 1.3, "streaming_s"),
+            Claim(
+                "a slow source streams: its first batch long before the read ends",
+                "read_done_s",
+                1.5,
+                "first_output_s",
+                speedup_of="waiting",
+            ),
+            Claim(
+                "four waiting tasks at once do the job faster than a plain loop",
+                "plain_loop_s",
+                1.3,
+                "streaming_s",
+                speedup_of="waiting",
+            ),
         ),
     ),
     Lesson(
@@ -278,8 +325,20 @@ LESSONS: tuple[Lesson, ...] = (
         real_reference_seconds=152,  # the real-sources rehearsal, 2026-11-25
         runs_in_browser=False,
         claims=(
-            Claim("batching answers more requests per second", "throughput_batched", 2.0, "throughput_one_by_one"),
-            Claim("batching shortens the median wait", "p50_ms_one_by_one", 2.0, "p50_ms_batched"),
+            Claim(
+                "batching answers more requests per second",
+                "throughput_batched",
+                2.0,
+                "throughput_one_by_one",
+                speedup_of="computing",
+            ),
+            Claim(
+                "batching shortens the median wait",
+                "p50_ms_one_by_one",
+                2.0,
+                "p50_ms_batched",
+                speedup_of="computing",
+            ),
             # composed against batched, requests per second: 0.56, 0.82 and 1.07 in three runs of 2026-11-28; the
             # median wait 1.81 and 1.27 in two of them (the third not kept): as long or longer, never a clear gain
             Claim(
@@ -287,12 +346,14 @@ LESSONS: tuple[Lesson, ...] = (
                 "throughput_batched",
                 0.75,
                 "throughput_composed",
+                speedup_of="computing",
             ),
             Claim(
                 "on a laptop, a composed request waits as long or longer (at most a fifth less)",
                 "p50_ms_composed",
                 0.8,
                 "p50_ms_batched",
+                speedup_of="computing",
             ),
             Claim(
                 "under load, autoscaling runs max_replicas replicas", "running_replicas_under_load", 1.0, "max_replicas"

@@ -31,7 +31,9 @@ def mixedness(order: np.ndarray) -> float:
 
 
 def busy(batch: dict[str, np.ndarray], seconds: float) -> dict[str, np.ndarray]:
-    """Stand-in for costly work (decoding, resizing, a model): waits ``seconds`` per batch, returns the batch."""
+    """Stand-in for a step that waits on something outside (a bucket's answer, a remote call): sleeps ``seconds``
+    per batch, returns the batch. Sleeps overlap however few cores there are; computing work does not (on 2 cores
+    it gains at most about 2x), so a lesson that uses it says which wait it stands for."""
     time.sleep(seconds)
     return batch
 

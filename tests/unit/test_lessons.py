@@ -16,7 +16,7 @@ from executed import calls, exercise_checks
 
 from course import config
 from course.budget import SECTIONS, get_budget
-from course.lessons import LESSONS, Lesson
+from course.lessons import LESSONS, Claim, Lesson
 from course.resources import plan_resources
 from course.sources import Sources
 
@@ -207,3 +207,29 @@ def test_every_lesson_checks_its_own_sources_first(lesson):
         "record names are checked)"
     )
     assert not calls(path, "require_data"), f"{path.name}: require_data checks every source"
+
+
+def is_timed(figure: str | None) -> bool:
+    """A figure that is a time or a rate: what a speed-up compares."""
+    return bool(figure) and bool(re.search(r"(?:^|_)m?s(?:_|$)|^throughput|^speedup$", figure))
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_every_speedup_says_whether_it_times_waiting_or_computing_and_a_waiting_one_says_it_sleeps(lesson: Lesson):
+    """A speed-up claim names what it times (Claim.speedup_of); where sleeps stand for waits, the notebook's text
+    says that they sleep, so that no learner reads four sleeping tasks as four times the computing."""
+    markdown = " ".join(
+        "".join(cell["source"])
+        for cell in json.loads((config.REPO_ROOT / "notebooks" / f"{lesson.notebook}.ipynb").read_text())["cells"]
+        if cell["cell_type"] == "markdown"
+    )
+    for claim in lesson.claims:
+        timed = is_timed(claim.larger) or is_timed(claim.smaller)
+        assert (claim.speedup_of is not None) == timed, f"{claim}: speedup_of={claim.speedup_of!r}"
+        if claim.speedup_of == "waiting":
+            assert re.search(r"\bsleep", markdown), f"{lesson.notebook}: {claim.says}: its text never says it sleeps"
+
+
+def test_a_claim_refuses_a_kind_of_speedup_it_does_not_know():
+    with pytest.raises(ValueError, match="speedup_of='sleeping', not one of"):
+        Claim("x", "a_s", 2.0, "b_s", speedup_of="sleeping")
