@@ -32,6 +32,11 @@ class Check:
     found: str
     fix: str = ""
 
+    @classmethod
+    def failed(cls, name: str, problems: list[str], fix: str) -> Check:
+        """The row of a check that found ``problems``: each one named, then the fix."""
+        return cls(name, False, "; ".join(problems), fix)
+
     def lines(self) -> list[str]:
         rows = [f"{OK if self.ok else NOT_OK} {self.name:<10} {self.found}"]
         return rows + ([f"  {'':<10} fix: {self.fix}"] if not self.ok and self.fix else [])

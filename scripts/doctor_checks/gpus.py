@@ -23,10 +23,9 @@ def check_gpus(nodes: list[dict], reports: dict[str, object]) -> Check:
         else:
             seen.append(f"{label}: {report['count']}x {report['names'][0]}")
     if problems:
-        return Check(
+        return Check.failed(
             "gpus",
-            False,
-            "; ".join(problems),
+            problems,
             "start that node with the GPUs it really has (`ray start --num-gpus=0` on a CPU machine), "
             "or install torch's CUDA build there (`make setup` on a machine with nvidia-smi)",
         )

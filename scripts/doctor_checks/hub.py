@@ -60,10 +60,9 @@ def check_hub(sources) -> Check:
         except OSError as error:
             problems.append(f"{url}: {error}")
     if problems:
-        return Check(
+        return Check.failed(
             "hub",
-            False,
-            "; ".join(problems),
+            problems,
             "open the network to huggingface.co (or set HF_ENDPOINT to a mirror); a 404 names an id that moved: "
             f"set it in course/sources.py or {MODEL_ENV}",
         )

@@ -33,10 +33,9 @@ def check_sources(nodes: list[dict], missing_by_node: list, resources: dict[str,
                 problems.append(f"{node_label(node, index)} lacks {', '.join(missing)}")
         if problems:
             checks.append(
-                Check(
+                Check.failed(
                     "sources",
-                    False,
-                    "; ".join(problems),
+                    problems,
                     "put the data on storage every node mounts: `make data COURSE_DATA_DIR=/mnt/cluster_storage/"
                     "vit-ray-course/data`, then set COURSE_DATA_DIR there for the notebooks too",
                 )

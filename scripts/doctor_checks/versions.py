@@ -44,10 +44,9 @@ def check_versions(nodes: list[dict], reports: list, driver: dict[str, str]) -> 
         problems += [f"{node_label(node, index)}: {w}" for w in version_differences(report, locked, driver["python"])]
     summary = f"Python {driver['python']}, " + ", ".join(f"{n} {driver[n]}" for n in PACKAGES)
     if problems:
-        return Check(
+        return Check.failed(
             "versions",
-            False,
-            "; ".join(problems),
+            problems,
             "give every node the locked packages (the cluster's image: deploy/Dockerfile); the course's own code "
             "travels with the job (course.cluster.job_runtime_env), nothing else is installed by hand",
         )
