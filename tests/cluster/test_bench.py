@@ -64,6 +64,7 @@ def test_bf16_training_runs_on_a_cpu_too() -> None:
 
 
 @pytest.mark.cluster
+@pytest.mark.course_size  # a whole `make bench QUICK=1`, minutes of training: weekly, beside the course size
 def test_the_quick_bench_produces_every_figure(tmp_path: Path) -> None:
     """Every figure there, positive, each ratio from the same run's figures: not whether it is fast."""
     if not os.environ.get("RAY_ADDRESS"):

@@ -11,3 +11,13 @@ from course.exercises import checking
 def results_here(tmp_path, monkeypatch):
     """Every test of this folder keeps its verdicts in its own folder, not in results/exercises/."""
     monkeypatch.setattr(checking, "RESULTS_DIR", tmp_path)
+
+
+@pytest.fixture(scope="package", autouse=True)
+def no_ray_left_attached():
+    """The checks attach this process to the tests' cluster (ray.init); the tests after this folder's, in the same
+    process, start without it (tests/unit expects no Ray here)."""
+    yield
+    import ray
+
+    ray.shutdown()

@@ -24,7 +24,7 @@ from course.storage import CHECKPOINTS_KEPT, filesystem, storage_path
 NOTEBOOK = ROOT / "notebooks" / "02_ray_train_finetune.ipynb"
 RUN = "02-beans-ray-train"
 COLLECTED_AT = time.time()  # a record written after this is this session's
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.course_size]  # 02 once more, whole: weekly, at the course size
 
 
 def scratch_folders() -> set[Path]:

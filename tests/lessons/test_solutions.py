@@ -27,6 +27,7 @@ def test_every_lesson_ends_with_one_to_three_exercises_and_has_its_solutions():
 
 
 @pytest.mark.notebook
+@pytest.mark.course_size  # every solutions notebook whole: weekly; the checks themselves, in tests/exercises
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
 def test_the_solutions_pass_every_check(path: Path, tmp_path: Path, monkeypatch):
     number = path.stem.split("_")[0]

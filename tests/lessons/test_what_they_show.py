@@ -8,18 +8,12 @@ the smoke size's measurements are too small to show their point."""
 from __future__ import annotations
 
 import pytest
-from executed import TEST_SIZE
 
 from course import results
 from course.lessons import LESSONS
 
 CLAIMS = [(lesson.notebook, claim) for lesson in LESSONS for claim in lesson.claims]
-pytestmark = [
-    pytest.mark.notebook,
-    pytest.mark.skipif(
-        TEST_SIZE != "course", reason="the notebooks ran at the smoke size: COURSE_TEST_SIZE=course checks the claims"
-    ),
-]
+pytestmark = [pytest.mark.notebook, pytest.mark.course_size]  # the smoke size's figures are too small to show much
 
 
 @pytest.mark.parametrize("notebook, claim", CLAIMS, ids=[f"{n}: {c.says}" for n, c in CLAIMS])
