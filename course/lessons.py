@@ -53,6 +53,13 @@ class Claim:
     def holds(self, figures: dict[str, float]) -> bool:
         return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
 
+    def problem(self, figures: dict[str, float]) -> str | None:
+        """Why the claim does not hold on a run's ``figures`` (a figure it did not record, or the figures), or None."""
+        missing = [name for name in (self.larger, self.smaller) if name and name not in figures]
+        if missing:
+            return f"it recorded no {', '.join(missing)}"
+        return None if self.holds(figures) else f"the figures are {figures}"
+
     def __str__(self) -> str:
         than = f"{self.factor:g} x {self.smaller}" if self.smaller else f"{self.factor:g}"
         return f"{self.says}: {self.larger} >= {than}"
