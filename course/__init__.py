@@ -5,6 +5,7 @@
 module                      what it holds
 ==========================  ============================================================================================
 lessons                     the lessons, one record each: notebook, title, headline and floor, exercises, budget section
+claims                      what a lesson's measurements show: a ratio of two recorded figures, with what it times
 settings                    every ``COURSE_*`` variable, declared once (meaning, default, allowed values) and checked
                             where it is read; the Makefile and the shell scripts read it too (standard library only)
 config                      the paths, and every setting by name, each read and checked through ``settings``

@@ -149,7 +149,7 @@ def table(outcomes: list[Outcome], recorded: dict[str, dict]) -> str:
 
 
 def claims_report(recorded: dict[str, dict], lessons: Sequence[Lesson] = LESSONS) -> tuple[str, bool]:
-    """Each claim (course.lessons.Claim) of the lessons that ran at the course size, on the figures they recorded: a
+    """Each claim (course.claims.Claim) of the lessons that ran at the course size, on the figures they recorded: a
     few lines to print, and whether every one held. The smoke size's measurements are too small to show their point."""
     lines, held, checked = [], True, 0
     for lesson in lessons:

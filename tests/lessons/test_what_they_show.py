@@ -1,4 +1,4 @@
-"""Every measurement makes its point: each lesson's claims (course.lessons.Claim) hold on the figures that its run in
+"""Every measurement makes its point: each lesson's claims (course.claims.Claim) hold on the figures that its run in
 this session recorded (results/metrics/, written by the browser test, tests/lessons/test_notebooks.py or
 tests/lessons/test_serve.py before this module runs). No notebook runs again here: the tests read the records.
 

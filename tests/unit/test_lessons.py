@@ -16,7 +16,8 @@ from executed import calls, exercise_checks
 
 from course import config
 from course.budget import SECTIONS, get_budget
-from course.lessons import LESSONS, Claim, Lesson
+from course.claims import Claim
+from course.lessons import LESSONS, Lesson
 from course.resources import plan_resources
 from course.sources import Sources
 
@@ -150,7 +151,7 @@ def test_a_lesson_s_claims_name_figures_its_notebook_records(lesson: Lesson):
 
 
 def test_a_claim_holds_on_figures_that_show_it_and_not_on_others():
-    from course.lessons import Claim
+    from course.claims import Claim
 
     faster = Claim("waits less", "before_s", 2.0, "after_s")
     assert faster.holds({"before_s": 1.0, "after_s": 0.4}) and not faster.holds({"before_s": 1.0, "after_s": 0.6})

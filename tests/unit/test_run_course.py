@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import run_course  # noqa: E402  (scripts/ is not a package)
 
-from course import lessons  # noqa: E402
+from course import claims, lessons  # noqa: E402
 
 # per cell: a_ok's imports and git calls take about a second on a quiet machine, many on a busy one; c_too_slow's
 # sleep far longer
@@ -97,7 +97,7 @@ def test_make_run_ends_with_the_claims_of_the_lessons_that_ran_at_the_course_siz
         floor=0.5,
         exercises=(),
         budget="beans",
-        claims=(lessons.Claim("tasks beat the loop", "speedup", 1.5), lessons.Claim("b is larger", "b", 2.0, "a")),
+        claims=(claims.Claim("tasks beat the loop", "speedup", 1.5), claims.Claim("b is larger", "b", 2.0, "a")),
     )
     course = {"run": {"size": "course"}}
     report, held = run_course.claims_report(
