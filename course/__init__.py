@@ -40,6 +40,8 @@ benchmark                   ``make bench``'s measurements: timed epochs and runs
 exercises.checking          the rules every check follows: a thread with a time limit, the verdict, its record
 exercises.train_runs        running a learner's function on Ray Train workers, each watched (02b and 04)
 exercises.task_watch        00.1's clock over the learner's tasks, and what it tells: at once, held back, why late
+exercises.classifier_judge  03.1's run of the learner's actor class here, on batches as an actor gets them (model loads
+                            and forward passes counted), and its findings
 exercises.cifar10_judge     04.2's judging of a finished run: the check's model and data, the reports, the checkpoint,
                             the workers' agreement, the model's skill
 exercises.search_space      07.1's search space, sampled as Tune does: ``lr`` log-uniform, ``batch_size`` a choice

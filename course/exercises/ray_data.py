@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from course.exercises.checking import NotDone, Raised, Verdict, attach_ray, attempt, check, learner_error, untouched
+from course.exercises.classifier_judge import (
+    BATCH_SIZE,
+    confident_checkpoint,
+    error_hint,
+    expected_confidence,
+    judge,
+    run_here,
+    unseen_images,
+    watched_class,
+)
 from course.storage import publish_folder, remove, shared_path
-
-CONFIDENT_CLASSES = ["dog", "fish", "bird"]  # 03.1's own model: the lesson's model with a new head, seeded
 
 
 @contextlib.contextmanager
@@ -40,120 +48,20 @@ def _ray_data_errors_unlogged():
         logger.setLevel(level)
 
 
-def confident_checkpoint(folder: Path, published: str | None = None) -> Any:
-    """03.1's model: a Ray Train checkpoint as ``RayTrainReportCallback`` writes one, of a model no lesson trained,
-    written in ``folder`` (and copied to ``published``, a place every node reads, when given)."""
-    from ray.train import Checkpoint
-    from ray.train.huggingface.transformers import RayTrainReportCallback
-    from transformers import set_seed
-
-    from course.sources import get_sources
-    from helpers.models import load_classifier, load_processor
-
-    pretrained = get_sources().model
-    set_seed(1)
-    model = load_classifier(pretrained, CONFIDENT_CLASSES)
-    torch.nn.init.normal_(model.classifier.weight, std=0.5)  # a head whose choice varies from image to image
-    torch.nn.init.zeros_(model.classifier.bias)
-    model_dir = folder / RayTrainReportCallback.CHECKPOINT_NAME
-    model.save_pretrained(model_dir)
-    load_processor(pretrained).save_pretrained(model_dir)
-    if published is not None:
-        return Checkpoint(publish_folder(folder, published))
-    return Checkpoint.from_directory(folder)
-
-
-def unseen_images() -> list[np.ndarray]:
-    """Images no lesson showed: random pixels, sizes of their own, one grayscale (H, W) and one RGBA."""
-    rng = np.random.default_rng(3)
-    sizes = [(40, 56, 3), (64, 64, 3), (30, 90), (77, 45, 3), (52, 52, 4), (64, 80, 3), (33, 33, 3)]
-    return [rng.integers(0, 256, size, dtype=np.uint8) for size in sizes]
-
-
-def _expected_confidence(checkpoint: Any, images: list[np.ndarray]) -> tuple[list[str], np.ndarray]:
-    """The predicted class name and its softmax probability for each image, computed here; the probabilities as
-    float64, like the learner's column read back, so that a verdict prints 0.741, not float32's 0.7409999966621399."""
-    from helpers.features import pixel_values
-    from helpers.models import load_model, load_processor
-
-    with checkpoint.as_directory() as folder:
-        processor = load_processor(Path(folder) / "checkpoint")
-        model = load_model(Path(folder) / "checkpoint").eval()
-    with torch.no_grad():
-        probabilities = model(pixel_values=pixel_values(processor, images)).logits.softmax(-1)
-    confidence, ids = probabilities.max(-1)
-    return [model.config.id2label[i] for i in ids.tolist()], confidence.numpy().astype(float)
-
-
-_WORK = {"loads": 0, "forwards": 0}  # in an actor of 03.1's check: models loaded, forward passes run
-
-
-def _count_model_work() -> None:
-    """In this process, count every ``from_pretrained`` of a transformers model and every forward pass of a model so
-    loaded, whatever its class (03.1's check runs the learner's class with it, in an actor of its own)."""
-    from transformers import PreTrainedModel
-
-    if getattr(PreTrainedModel, "_counted_by_check", False):
-        return
-    load = PreTrainedModel.from_pretrained.__func__
-
-    def count_forwards(model_class: type) -> None:
-        if model_class.__dict__.get("_forwards_counted"):
-            return
-        forward = model_class.forward
-
-        def counted_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _WORK["forwards"] += 1
-            return forward(self, *args, **kwargs)
-
-        model_class.forward = counted_forward
-        model_class._forwards_counted = True
-
-    def counted_load(cls: type, *args: Any, **kwargs: Any) -> Any:
-        _WORK["loads"] += 1
-        model = load(cls, *args, **kwargs)
-        count_forwards(type(model))
-        return model
-
-    PreTrainedModel.from_pretrained = classmethod(counted_load)
-    PreTrainedModel._counted_by_check = True
-
-
-def _watched_class(classifier_class: type) -> type:
-    """The learner's actor class, with what each call does counted: columns ``_loads`` and ``_forwards`` say how
-    many models its ``__call__`` loaded and how many forward passes it ran for that batch."""
-
-    class Watched(classifier_class):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            from course.exercises import (
-                ray_data as exercises,  # the module's own counters, not a copy pickled with this class
-            )
-
-            exercises._count_model_work()
-            super().__init__(*args, **kwargs)
-
-        def __call__(self, batch: Any) -> Any:
-            from course.exercises import ray_data as exercises
-
-            before = dict(exercises._WORK)
-            out = super().__call__(batch)
-            if isinstance(out, dict) and "id" in out:
-                rows = len(out["id"])
-                out["_loads"] = np.full(rows, exercises._WORK["loads"] - before["loads"])
-                out["_forwards"] = np.full(rows, exercises._WORK["forwards"] - before["forwards"])
-            return out
-
-    Watched.__name__ = classifier_class.__name__  # Ray Data names the operator after it
-    return Watched
-
-
 def check_confident_classifier(classifier_class: type) -> Verdict:
-    """03.1: an actor class for ``map_batches`` that adds ``predicted`` and ``confidence`` to every row."""
+    """03.1: an actor class for ``map_batches`` that adds ``predicted`` and ``confidence`` to every row. Judged first
+    in this process, on batches as an actor gets them (a wrong answer's verdict in seconds); a class passed there runs
+    on an actor pool in Ray Data, as the lesson's does, and is judged again on what comes out."""
     import tempfile
 
     import ray.data
+    from ray.train import Checkpoint
 
-    def run() -> str:
+    images = unseen_images()
+    rows = [{"id": i, "image": image} for i, image in enumerate(images)]
+    judged: dict[str, Any] = {}  # what the local stage leaves for the run on Ray: the folder, the expected answers
+
+    def locally() -> None:
         if not isinstance(classifier_class, type):
             raise AssertionError(
                 f"`{getattr(classifier_class, '__name__', classifier_class)}` is not a class: write a class whose "
@@ -161,81 +69,50 @@ def check_confident_classifier(classifier_class: type) -> Verdict:
             )
         if untouched(classifier_class.__init__) or untouched(classifier_class.__call__):
             raise NotDone
+        judged["folder"] = tempfile.mkdtemp(prefix="exercise-03.1-")
+        checkpoint = confident_checkpoint(Path(judged["folder"]))
+        judged["names"], judged["confidence"] = expected_confidence(checkpoint, images)
+        judge(run_here(classifier_class, checkpoint, rows), judged["names"], judged["confidence"])
+        judged["passed"] = True
+
+    def run() -> str:
         attach_ray()
-        images = unseen_images()
         published = shared_path(f"exercise-03.1-{uuid.uuid4().hex[:8]}")  # every actor reads it there, on any node
-        with tempfile.TemporaryDirectory() as folder, _removed_afterwards(published), _ray_data_errors_unlogged():
-            checkpoint = confident_checkpoint(Path(folder), published)
-            names, confidence = _expected_confidence(checkpoint, images)
-            rows = [{"id": i, "image": image} for i, image in enumerate(images)]
+        with _removed_afterwards(published), _ray_data_errors_unlogged():
+            checkpoint = Checkpoint(publish_folder(Path(judged["folder"]), published))
             try:
                 out = (
                     ray.data.from_items(rows)
                     .map_batches(
-                        _watched_class(classifier_class),
+                        watched_class(classifier_class),
                         fn_constructor_kwargs={"checkpoint": checkpoint},
                         compute=ray.data.ActorPoolStrategy(size=1),
-                        batch_size=3,
+                        batch_size=BATCH_SIZE,
                     )
                     .to_pandas()
                 )
             except Exception as error:  # the learner's error, wrapped by Ray Data
                 failure = learner_error(error)
-                hint = (
-                    ": are the class names a list written in? The model names its own classes, "
-                    "`model.config.id2label[i]`, and this one has three"
-                    if failure.startswith("IndexError")
-                    else ". The images are of several sizes, one grayscale and one RGBA: `pixel_values(processor, "
-                    "images)` converts them to RGB"
-                    if any(word in failure.lower() for word in ("channel", "dimension", "shape", "mode", "mean"))
-                    else ""
-                )
-                raise AssertionError(f"running it on an actor pool raised {failure}{hint}") from None
-        columns = sorted(set(out.columns) - {"_loads", "_forwards"})
-        assert {"predicted", "confidence"} <= set(columns), (
-            f"the rows have the columns {columns}: add `predicted` and `confidence` to the batch"
-        )
-        assert {"id", "image"} <= set(columns), (
-            f"the rows have the columns {columns}: add your columns to the batch and return it whole, "
-            "the next stage needs the others"
-        )
-        assert len(out) == len(images), f"{len(out)} rows came out of {len(images)}: keep every row"
-        counted = {"_loads", "_forwards"} <= set(out.columns)  # per batch of 3 (see _watched_class)
-        loads, forwards = (int(out[column].max()) if counted else 0 for column in ("_loads", "_forwards"))
-        out = out.drop(columns=["_loads", "_forwards"], errors="ignore").sort_values("id")
-        predicted = [str(name) for name in out["predicted"]]
-        assert predicted == names, (
-            f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "
-            "`model.config.id2label[...]`, for each image (grayscale and RGBA ones converted to RGB)"
-        )
-        found = out["confidence"].to_numpy(dtype=float)
-        assert ((found >= 0) & (found <= 1)).all(), (
-            f"confidence {np.round(found, 3).tolist()}: a probability lies between 0 and 1; turn the logits into "
-            "probabilities with a softmax first"
-        )
-        assert np.allclose(found, confidence, atol=1e-4), (
-            f"confidence {np.round(found, 3).tolist()}, expected {np.round(confidence, 3).tolist()}: the softmax "
-            "probability of the *predicted* class, for each image"
-        )
-        assert loads == 0, (
-            "the answers are right, but your `__call__` loads the model, once for every batch: load it once, in "
-            "`__init__`, where each actor of the pool keeps it for all the batches it is given"
-        )
-        assert forwards <= 1, (
-            f"the answers are right, but the model ran {forwards} forward passes for a batch of 3 images: give it the "
-            "whole batch in one call (the processor takes a list of images), not one image at a time"
-        )
+                raise AssertionError(f"running it on an actor pool raised {failure}{error_hint(failure)}") from None
+        judge(out, judged["names"], judged["confidence"])
         return (
             f"{len(images)} images it had never seen, of several sizes and modes: every predicted class and its "
-            "probability right, the model loaded once per actor, one forward pass per batch"
+            "probability right, on an actor pool as in the lesson; the model loaded once per actor, one forward pass "
+            "per batch"
         )
 
-    def worth_running() -> bool:
-        return isinstance(classifier_class, type) and not (
-            untouched(classifier_class.__init__) or untouched(classifier_class.__call__)
+    try:
+        return check(
+            "03.1",
+            run,
+            limit_s=300,
+            late="Does `__call__` return for every batch?",
+            ray_first=lambda: bool(judged.get("passed")),  # Ray only for a class this process found right
+            locally=locally,
         )
-
-    return check("03.1", run, limit_s=300, late="Does `__call__` return for every batch?", ray_first=worth_running)
+    finally:
+        if "folder" in judged:
+            shutil.rmtree(judged["folder"], ignore_errors=True)
 
 
 READ_ONLY = (

@@ -83,22 +83,51 @@ EXPLAINED = {
     re.compile(r"Detected that the Ray Train controller actor \(\w+\) is dead\. Cleaning up placement group"): (
         "Cleaning up placement group"
     ),
+    # Ray's core, as notebook 00's task fails on purpose and is tried again (its traceback follows)
+    re.compile(r"Task flaky failed\. There are \d+ retries remaining"): "Task flaky failed",
+    # Ray's autoscaler, as notebook 00 asks for more CPUs than any node has
+    re.compile(r"No available node types can fulfill resource request"): "can fulfill resource request",
+    # Ray Data, as a dataset stopped once it had the rows asked for cancels its tasks still running (03)
+    re.compile(r"Unhandled error \(suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'\)"): "Unhandled error (suppress with",
+    # Serve's controller, stopped by serve.shutdown() while the notebook's process listened to it (06)
+    re.compile(r"Task ServeController\.listen_for_change failed"): "ServeController.listen_for_change failed",
+    re.compile(r"Task ServeController\.graceful_shutdown failed"): "ServeController.graceful_shutdown failed",
+    # Ray Data, as it stops an actor pool whose actors still had a batch queued (03, once `take_batch` has its rows)
+    re.compile(r"Task MapWorker\(.*\)\.submit failed"): "Task MapWorker(...).submit failed",
+}
+# The lines above that a traceback follows, up to its exception line: one finding or none, not one per line
+WITH_TRACEBACK = {
+    "Task flaky failed",
+    "Unhandled error (suppress with",
+    "ServeController.listen_for_change failed",
+    "ServeController.graceful_shutdown failed",
+    "Task MapWorker(...).submit failed",
 }
 # Ray Train's worker logs its training function's failure, with the traceback, before Ray Train acts on it
 FAILURE = re.compile(r"^Error in training function:$")
 FAILURE_PHRASE = "Error in training function"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
-# Ray's own lines that no notebook can explain, each with the reason: those about the whole cluster, which every
-# attached notebook receives, and those a race inside Ray writes now and then, in any notebook.
 RAYLET = "(raylet) "  # how Ray prefixes a line a raylet forwards to the driver (output_lines has removed its colour)
-RAYS_OWN = {
-    "Failed to kill actor": "the GCS, about an actor whose process had already exited (another notebook's, maybe)",
-    RAYLET: "a raylet's own errors, forwarded to every driver: Ray's internals (a connection to a worker that "
-    "had exited), not the lesson's",
-    "[tqdm_ray] Failed to decode": "a race: Ray's log monitor read a progress bar's update while the Ray Data process "
-    "was still writing it (ray/_private/log_monitor.py reads with readline and takes a line without its newline as "
-    "whole): the bar misses one frame, and Ray says so once per driver (seen once in 04, CI of 2026-11-29)",
+# Lines of Ray's own processes about the cluster, not about the lesson's code, that any lesson attached to Ray may
+# receive: each lesson's "Lines you may see" names them (its markdown holds the phrase given here), as for EXPLAINED.
+RAYLET_PHRASE = "a line that starts `(raylet)` about a worker process"  # how the lessons name a raylet's own errors
+CLUSTERS_OWN = {
+    # a raylet, as a burst of tasks, actors or replicas starts many worker processes at once
+    re.compile(r"^\(raylet\) WARNING: \d+ PYTHON worker processes have been started"): (
+        "PYTHON worker processes have been started"
+    ),
+    # a raylet's error log line from Ray's C++ code, about a worker process that had already exited ("worker.cc:239:
+    # Failed to send wait complete"), or its report of a worker that ended in the middle of a task
+    re.compile(r"^\(raylet\) (?:\[[^]]*\] )?\w+\.cc:\d+: "): RAYLET_PHRASE,
+    re.compile(r"A worker died or was killed while executing a task by an unexpected system error"): RAYLET_PHRASE,
+    # the GCS, stopping an actor whose process had already exited (a pool's actor as Ray Data stops the pool)
+    re.compile(r"gcs_actor_scheduler\.cc:\d+: Failed to kill actor"): "Failed to kill actor",
+    # a race: Ray's log monitor read a progress bar's update while the Ray Data process was still writing it
+    # (ray/_private/log_monitor.py takes a line without its newline as whole): the bar misses one frame (04, CI of
+    # 2026-11-29)
+    re.compile(r"\[tqdm_ray\] Failed to decode"): "[tqdm_ray] Failed to decode",
 }
+CRASH_PHRASE = "crash report"  # what a lesson's markdown says of a Ray worker's crash report (RAY_WORKER_CRASH)
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
 NOT_OURS = {
     "ExecutionOptions.exclude_resources": "Ray Train 2.60 reads the deprecated option itself in every run with "
@@ -247,9 +276,10 @@ def stderr_problems(notebook: dict) -> list[str]:
     """What a notebook (as JSON: an executed copy, or saved from JupyterLab) wrote to stderr that it does not explain.
 
     Tolerated: a line in :data:`EXPLAINED` or a failure of the training function (:data:`FAILURE`, up to its
-    exception line) where the notebook's markdown says what it means; a line in :data:`RAYS_OWN`; a Ray worker's
-    crash report (:data:`RAY_WORKER_CRASH`; Ray runs the task again); a worker Ray stopped on purpose
-    (:data:`STOPPED_ON_PURPOSE`) where the markdown says so. The crash reports and Ray's own lines are printed."""
+    exception line) where the notebook's markdown says what it means; so too a line of :data:`CLUSTERS_OWN`, a Ray
+    worker's crash report (:data:`RAY_WORKER_CRASH`, :data:`CRASH_PHRASE`; Ray runs the task again) and a worker Ray
+    stopped on purpose (:data:`STOPPED_ON_PURPOSE`). Nothing is tolerated that the lesson does not name: each lesson's
+    "Lines you may see" lists what it may print. The crash reports are printed."""
     markdown = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
     found = []
     for index, cell in enumerate(notebook["cells"]):
@@ -260,24 +290,27 @@ def stderr_problems(notebook: dict) -> list[str]:
             if STOPPED_PHRASE in markdown:
                 text = STOPPED_ON_PURPOSE.sub("", text)
             if crash_report(text):
-                print(f"cell {index}: a Ray worker crashed and Ray went on (tolerated): {text[:160]!r}")
+                if CRASH_PHRASE not in markdown:
+                    found.append(
+                        f"cell {index} shows a Ray worker's crash report, and no markdown cell says what it is"
+                    )
+                print(f"cell {index}: a Ray worker crashed and Ray went on: {text[:160]!r}")
                 continue
             in_traceback = False
             for line in (line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()):
                 plain = RAY_PREFIX.sub("", line)
                 if in_traceback:
-                    in_traceback = not EXCEPTION_LINE.match(plain)
+                    in_traceback = not EXCEPTION_LINE.match(plain.removeprefix(RAYLET))
                     continue
                 if FAILURE.match(plain):
                     in_traceback = True
                     phrase = FAILURE_PHRASE
                 else:
-                    phrase = next((said for pattern, said in EXPLAINED.items() if pattern.search(plain)), None)
-                if phrase is not None:
-                    if phrase not in markdown:
-                        found.append(f"cell {index} shows {line[:160]!r}, and no markdown cell says what it means")
-                elif any(key in line for key in RAYS_OWN):
-                    print(f"cell {index}: Ray's own line, no notebook's (tolerated): {line[:160]!r}")
-                else:
+                    named = {**EXPLAINED, **CLUSTERS_OWN}.items()
+                    phrase = next((said for pattern, said in named if pattern.search(plain)), None)
+                    in_traceback = phrase in WITH_TRACEBACK
+                if phrase is None:
                     found.append(f"cell {index} wrote to stderr: {line[:300]!r}")
+                elif phrase not in markdown:
+                    found.append(f"cell {index} shows {line[:160]!r}, and no markdown cell says what it means")
     return found

@@ -82,8 +82,8 @@ FAILURE = (
 )
 
 
-def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_every_notebook():
-    from executed import stderr_problems
+def test_stderr_is_a_finding_unless_the_notebook_names_it_ray_s_own_lines_too():
+    from executed import RAYLET_PHRASE, stderr_problems
 
     assert stderr_problems(a_notebook("Ray warns: its arguments in the object store ...", POOL)) == []
     unexplained = stderr_problems(a_notebook("# Featurize", POOL))
@@ -93,9 +93,22 @@ def test_stderr_is_a_finding_unless_the_notebook_explains_it_or_ray_says_it_to_e
     after = FAILURE + "(RayTrainWorker pid=7) Checkpoint successfully created at: Checkpoint(...)\n"
     found = stderr_problems(a_notebook("Error in training function", after))
     assert len(found) == 1 and "Checkpoint successfully created" in found[0], "the traceback ends at its error"
-    assert stderr_problems(a_notebook("", "(raylet) [E] worker.cc:239: Failed to send wait complete\n")) == []
+    raylets = "(raylet) [2026-11-29 10:07:59,095 E 12 34] worker.cc:239: Failed to send wait complete\n"
+    assert stderr_problems(a_notebook(f"- Any section: {RAYLET_PHRASE} that had already exited", raylets)) == []
+    assert len(stderr_problems(a_notebook("# Featurize", raylets))) == 1, "Ray's own lines too, named per lesson"
+    died = "(raylet) A worker died or was killed while executing a task by an unexpected system error. ...\n"
+    assert len(stderr_problems(a_notebook("# Featurize", died))) == 1
     torn = '2026-11-29 10:07:59,095\tWARNING worker.py:2422 -- [tqdm_ray] Failed to decode {"__magic_token__": "__r'
-    assert stderr_problems(a_notebook("", torn + ", this may be due to logging too fast.\n")) == []
+    torn += ", this may be due to logging too fast.\n"
+    assert stderr_problems(a_notebook("- `[tqdm_ray] Failed to decode`: a bar missed one update", torn)) == []
+    assert len(stderr_problems(a_notebook("# Featurize", torn))) == 1
+    flaky = (
+        "(raylet) Task flaky failed. There are 2 retries remaining, so the task will be retried. Error: ray::flaky()\n"
+        '(raylet)   File "<ipython-input-3>", line 4, in flaky\n'
+        "(raylet) RuntimeError: a flaky failure\n"
+    )
+    assert stderr_problems(a_notebook("`(raylet) Task flaky failed. There are ... retries remaining`", flaky)) == []
+    assert len(stderr_problems(a_notebook("# Retries", flaky))) == 1, "the failure, once, not each of its lines"
     transformers = "[transformers] ViTForImageClassification LOAD REPORT from: data/vit\n"
     assert len(stderr_problems(a_notebook("LOAD REPORT", transformers))) == 1, "only Ray's lines can be explained"
     xgboost = "(RayTrainWorker pid=9) [02:14:02] Task [xgboost.ray-rank=00000001]:a005d5dd got rank 1\n"
@@ -154,13 +167,16 @@ def test_a_ray_workers_crash_report_is_neither_counted_as_lines_nor_a_finding(tm
     stack = "".join(f"(RayTrainWorker pid=12385) /lib/libc.so.6(+0x{n:x}) frame {n}\n" for n in range(MAX_LINES))
     crash = "(RayTrainWorker pid=12385) [2026-11-26 07:59:59,906 E 12385 12641] logging.cc:125: Stack trace:\n"
     crash += "(RayTrainWorker pid=12385) *** SIGABRT received at time=1764143999 on cpu 1 ***\n" + stack
-    notebook = a_notebook("# Tune", crash)
+    named = "- Step 3, rarely: a crash report as Ray ends a worker process"
+    notebook = a_notebook(named, crash)
     notebook["cells"][1]["outputs"].insert(0, {"output_type": "stream", "name": "stdout", "text": "accuracy 0.37\n"})
     assert output_lines(save(notebook), tmp_path) == ["accuracy 0.37"]
     assert problems(save(notebook), tmp_path) == []
+    unnamed = a_notebook("# Tune", crash)
+    assert len(problems(save(unnamed), tmp_path)) == 1, "a crash report, named by its lesson or a finding"
     # the same report in two stream outputs, the second only the stack's frames (03 on a loaded machine, 2026-12-01)
     frames = "(pid=4242) PC: @     0x7f3a2c1d5e6f  (unknown)  raise\n(pid=4242)     @     0x7f3a2c1b0000  (unknown)\n"
-    split = a_notebook("# Tune", crash)
+    split = a_notebook(named, crash)
     split["cells"][1]["outputs"].append({"output_type": "stream", "name": "stderr", "text": frames})
     assert problems(save(split), tmp_path) == []
     half = crash + "a line of the lesson's own on stderr\n"  # not only Ray's: counted, and a finding
