@@ -19,9 +19,6 @@ tls_utils.add_port_to_grpc_server  Ray 2.60.0    ``ray._common.tls_utils.add_por
                                                  (:func:`rewrite_grpc_server_addresses`)
 checkpoint_manager_snapshot.json   Ray 2.60.0    the file Ray Train writes in a run folder once a checkpoint is
   serving.latest_run                             reported (:data:`RUN_SNAPSHOT`); ``Result.from_path`` reads it
-Trainer._load_from_checkpoint      transformers  the method ``Trainer.train`` calls to load a checkpoint's weights
-  helpers.train.ResumableTrainer   5.23.0        on resume, ``(resume_from_checkpoint, model=None)``; overridden
-                                                 there (a learner reads it; helpers imports nothing from here)
 Ray Data's logical plan            Ray 2.60.0    the ``InputData`` and ``Limit`` operators, ``input_dependencies``,
   exercises.data_loading_playbook                a ``DataIterator``'s ``_base_dataset`` and its ``_logical_plan.dag``
 Deployment._deployment_config      Ray 2.60.0    a deployment's options (``.options(**answer)``); its

@@ -11,9 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import ray.train
-import torch
 from ray.train import CheckpointConfig, LoggingConfig, RunConfig
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
 from course.config import verbose
 from course.resources import loader_workers, precision_args
@@ -98,22 +97,6 @@ def scratch_folder() -> Iterator[str]:
         yield str(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-class ResumableTrainer(Trainer):
-    """A ``Trainer`` that resumes from a checkpoint *with the checkpoint's weights*.
-
-    transformers 5 names ViT's modules differently in memory than in a saved checkpoint;
-    ``from_pretrained`` converts between the two, the ``Trainer``'s own resume (a plain, non-strict
-    ``load_state_dict``) does not: it matches no key, warns, and trains on from the weights it has,
-    with only the optimizer, schedule and step restored. The method overridden is not transformers' public API
-    (written for transformers 5.23.0: an entry of ``course.internals``, watched by ``tests/unit/test_internals.py``).
-    """
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: torch.nn.Module | None = None) -> None:
-        target = model or self.model
-        saved = type(target).from_pretrained(resume_from_checkpoint)
-        target.load_state_dict(saved.state_dict())  # strict: every key, or an error
 
 
 class MarkResume(TrainerCallback):

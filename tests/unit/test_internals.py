@@ -205,21 +205,6 @@ def test_ray_train_writes_the_run_snapshot_that_result_from_path_reads(tmp_path)
     assert [metrics["step"] for _, metrics in result.best_checkpoints] == [50, 100], review(entry)
 
 
-def test_transformers_trainer_resumes_through_load_from_checkpoint():
-    from transformers import Trainer
-
-    from helpers.train import ResumableTrainer
-
-    entry = "Trainer._load_from_checkpoint"
-    signature = inspect.signature(Trainer._load_from_checkpoint)
-    assert list(signature.parameters) == ["self", "resume_from_checkpoint", "model"], review(entry)
-    assert signature.parameters["model"].default is None, review(entry)
-    assert "self._load_from_checkpoint(resume_from_checkpoint" in inspect.getsource(Trainer), (
-        review(entry) + ": the Trainer no longer resumes through it, and ResumableTrainer's override does nothing"
-    )
-    assert list(inspect.signature(ResumableTrainer._load_from_checkpoint).parameters) == list(signature.parameters)
-
-
 def test_ray_datas_logical_plan_has_what_the_lazy_limit_check_walks():
     import ray.data
     from ray.data._internal.iterator.iterator_impl import DataIteratorImpl
