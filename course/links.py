@@ -43,9 +43,9 @@ def colab_badge(notebook: str, repository: str | None) -> str:
 # :func:`install_cell`, and tests/unit/test_links.py keeps the two in step.
 INSTALL_CELL = """\
 # Run this cell first. In a clone of the course (after `make setup`) it does nothing. In a notebook opened on its own
-# (Colab, Kaggle, a Jupyter of your own) it installs the course's package with pip, about a minute, and leaves the
-# torch, transformers, datasets and accelerate already installed as they are; the next cell builds what data the
-# lesson reads.
+# (Colab, Kaggle, a Jupyter of your own) it installs the course's package with uv, in seconds where pip takes a minute
+# or more, and leaves the torch, transformers, datasets and accelerate already installed as they are; the next cell
+# builds what data the lesson reads.
 import importlib.util
 import os
 import subprocess
@@ -59,8 +59,13 @@ if importlib.util.find_spec("course") is None:
             "to a checkout's path or a git URL (os.environ['COURSE_PACKAGE'] = 'git+https://...'), or open the "
             "lesson from a clone of the course after `make setup`."
         )
-    print(f"installing the course from {{package}} (about a minute, once)")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)
+    print(f"installing the course from {{package}} (seconds to a minute, once)")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    if importlib.util.find_spec("uv") is None:
+        subprocess.run([*pip, "uv"], check=True)  # one small wheel: uv resolves and downloads in parallel
+    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", sys.executable]
+    if subprocess.run([*uv, package]).returncode != 0:
+        subprocess.run([*pip, package], check=True)  # where uv cannot (an index only pip's own settings name)
     importlib.invalidate_caches()  # this kernel finds the package just installed"""
 FIRST_LINE = INSTALL_CELL.split("\n", 1)[0]  # how the cell is found again
 

@@ -92,6 +92,9 @@ EXPLAINED = {
     # Serve's controller, stopped by serve.shutdown() while the notebook's process listened to it (06)
     re.compile(r"Task ServeController\.listen_for_change failed"): "ServeController.listen_for_change failed",
     re.compile(r"Task ServeController\.graceful_shutdown failed"): "ServeController.graceful_shutdown failed",
+    # Ray Data, once in each process that runs a dataset whose DataContext turned its progress bars off (03's training
+    # data: the notebook's process and each SplitCoordinator)
+    re.compile(r"Progress bars disabled\. To enable, set"): "Progress bars disabled",
     # Ray Data, as it stops an actor pool whose actors still had a batch queued (03, once `take_batch` has its rows)
     re.compile(r"Task MapWorker\(.*\)\.submit failed"): "Task MapWorker(...).submit failed",
 }

@@ -4,6 +4,7 @@ lesson table and in each lesson's header, built from it; where none is declared,
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def test_the_install_cell_installs_from_the_declared_url_or_the_setting_and_only
     declared = links.install_cell("https://github.com/someone/vit-ray-course")
     assert '"vit-ray-course @ git+https://github.com/someone/vit-ray-course"' in declared
     assert 'os.environ.get("COURSE_PACKAGE")' in declared and 'find_spec("course") is None' in declared
-    assert '"pip", "install", "--quiet", package]' in declared  # no --upgrade: what is installed stays
+    assert '"pip", "install", "--quiet", "--python", sys.executable]' in declared  # uv, into the kernel's Python
+    assert "--upgrade" not in declared  # what the runtime has installed stays as it is
     undeclared = links.install_cell(None)
     assert 'or ""' in undeclared and "Set COURSE_PACKAGE" in undeclared
     compile(declared, "install cell", "exec")  # plain Python, before the course can be imported
@@ -61,8 +63,16 @@ def test_the_install_cell_asks_for_a_source_where_none_is_declared_and_does_noth
     with pytest.raises(RuntimeError, match="Set COURSE_PACKAGE to a checkout's path or a git URL"):
         exec(links.install_cell(None), {})
     monkeypatch.setenv("COURSE_PACKAGE", "/some/checkout")
-    exec(links.install_cell(None), {})
-    assert ran and ran[0][0][-2:] == ["--quiet", "/some/checkout"]
+    succeeds = lambda code: lambda *args, **kwargs: ran.append(args) or subprocess.CompletedProcess(args, code)  # noqa: E731
+    monkeypatch.setattr("subprocess.run", succeeds(0))
+    exec(links.install_cell(None), {})  # uv first (installed with pip where the runtime lacks it: find_spec says so)
+    assert [command[0][2:4] for command in ran] == [["pip", "install"], ["uv", "pip"]]
+    assert ran[0][0][-1] == "uv" and ran[1][0][-1] == "/some/checkout"
+    ran.clear()
+    monkeypatch.setattr("subprocess.run", succeeds(2))
+    exec(links.install_cell(None), {})  # uv fails: pip installs the course
+    assert [command[0][2:4] for command in ran] == [["pip", "install"], ["uv", "pip"], ["pip", "install"]]
+    assert ran[-1][0][-2:] == ["--quiet", "/some/checkout"]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
