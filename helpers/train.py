@@ -78,6 +78,7 @@ def worker_training_args(
         dataloader_num_workers=loader_workers(),  # on a GPU, processes decode the images beside training
         ddp_find_unused_parameters=False,  # every parameter gets a gradient: no search, no warning
         disable_tqdm=True,
+        log_level_replica="passive",  # ranks after 0 log as rank 0 does (transformers' default for them: warnings)
         seed=42,
         **precision_args(),
     )
