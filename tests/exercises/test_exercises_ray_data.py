@@ -265,7 +265,6 @@ def test_the_mirror_check_runs_right_answers_in_ray_data_as_the_lesson_does():
         expect(ray_data.check_mirror_half(right), checking.DONE, "in Ray Data's map_batches too")
 
 
-@pytest.mark.cluster
 def test_the_actor_class_check_judges_half_right_classes_in_this_process_without_ray(monkeypatch):
     """03.1: a softmax forgotten, the wrong class's probability, columns dropped, no batch returned, a function, a model
     loaded per batch or run per image: each refused in seconds, on batches made here as an actor would get them, and
@@ -295,6 +294,7 @@ def test_the_actor_class_check_judges_half_right_classes_in_this_process_without
     assert not hasattr(PreTrainedModel, "_counted_by_check"), "the check left transformers' models counted"
 
 
+@pytest.mark.cluster
 def test_the_actor_class_check_runs_a_right_class_on_an_actor_pool_and_names_an_actors_error():
     """03.1: a class right in this process runs on an actor pool in Ray Data, as the lesson's does; what fails only
     there (here, in any process but this one) is named in one line, and Ray Data logs no traceback before it."""
