@@ -147,6 +147,7 @@ def watched_class(classifier_class: type) -> type:
     return Watched
 
 
+COUNTS = ("_loads", "_forwards")  # the columns watched_class adds to each batch: models loaded, forward passes run
 BATCH_SIZE = 3  # 03.1's check: the images reach `__call__` three at a time (the last batch: one)
 
 
@@ -193,7 +194,7 @@ def run_here(classifier_class: type, checkpoint: Any, rows: list[dict]) -> pd.Da
             lengths = {  # the learner's columns, not the two the count adds
                 name: len(value) if hasattr(value, "__len__") else None
                 for name, value in out.items()
-                if name not in ("_loads", "_forwards")
+                if name not in COUNTS
             }
             assert set(lengths.values()) == {len(part)}, (
                 f"for a batch of {len(part)} images `__call__` returned columns of these lengths: {lengths}. Every "
@@ -206,7 +207,7 @@ def run_here(classifier_class: type, checkpoint: Any, rows: list[dict]) -> pd.Da
 def judge(out: pd.DataFrame, names: list[str], confidence: np.ndarray) -> None:
     """03.1's findings on the rows that came out (with the columns ``_loads`` and ``_forwards`` of the watched class),
     against the expected class ``names`` and ``confidence``; AssertionError with the first one."""
-    columns = sorted(set(out.columns) - {"_loads", "_forwards"})
+    columns = sorted(set(out.columns) - set(COUNTS))
     assert {"predicted", "confidence"} <= set(columns), (
         f"the rows have the columns {columns}: add `predicted` and `confidence` to the batch"
     )
@@ -215,9 +216,9 @@ def judge(out: pd.DataFrame, names: list[str], confidence: np.ndarray) -> None:
         "the next stage needs the others"
     )
     assert len(out) == len(names), f"{len(out)} rows came out of {len(names)}: keep every row"
-    counted = {"_loads", "_forwards"} <= set(out.columns)  # per batch of 3 (see watched_class)
-    loads, forwards = (int(out[column].max()) if counted else 0 for column in ("_loads", "_forwards"))
-    out = out.drop(columns=["_loads", "_forwards"], errors="ignore").sort_values("id")
+    counted = set(COUNTS) <= set(out.columns)  # per batch of 3 (see watched_class)
+    loads, forwards = (int(out[column].max()) if counted else 0 for column in COUNTS)
+    out = out.drop(columns=list(COUNTS), errors="ignore").sort_values("id")
     predicted = [str(name) for name in out["predicted"]]
     assert predicted == names, (
         f"predicted {predicted}, expected {names}: the class *name* of the highest logit, "

@@ -130,6 +130,7 @@ CLUSTERS_OWN = {
     # 2026-11-29)
     re.compile(r"\[tqdm_ray\] Failed to decode"): "[tqdm_ray] Failed to decode",
 }
+NAMED = {**EXPLAINED, **CLUSTERS_OWN}  # every line a lesson may print and name, with the phrase that names it
 CRASH_PHRASE = "crash report"  # what a lesson's markdown says of a Ray worker's crash report (RAY_WORKER_CRASH)
 # Warnings the course's own calls do not cause and cannot avoid, with the reason.
 NOT_OURS = {
@@ -309,8 +310,7 @@ def stderr_problems(notebook: dict) -> list[str]:
                     in_traceback = True
                     phrase = FAILURE_PHRASE
                 else:
-                    named = {**EXPLAINED, **CLUSTERS_OWN}.items()
-                    phrase = next((said for pattern, said in named if pattern.search(plain)), None)
+                    phrase = next((said for pattern, said in NAMED.items() if pattern.search(plain)), None)
                     in_traceback = phrase in WITH_TRACEBACK
                 if phrase is None:
                     found.append(f"cell {index} wrote to stderr: {line[:300]!r}")
