@@ -169,7 +169,7 @@ class TuneBudget(Checked):
     test_size: int | None  # images of the test split that judge the chosen model at the end (None: all)
     samples: int  # trials of the search with early stopping (ASHA), each training in its own Tune process
     epochs: int  # the most epochs a trial of that search trains (ASHA's max_t)
-    train_samples: int  # trials of the search over Ray Train, each fitting a TorchTrainer
+    train_samples: int  # trials over Ray Train, each fitting a TorchTrainer: 04's choice, step 3's best, draws
     train_epochs: int  # epochs of each of those trials
     interrupt_after: int  # trials that end before step 4's Ctrl-C (`InterruptOnce`); the ones running then stop
     workers: int  # Ray Train workers per trial (up to the cluster's GPUs where it has GPUs)
@@ -179,6 +179,12 @@ class TuneBudget(Checked):
     def rules(self) -> list[tuple[str, bool, str]]:
         return [
             ("samples", self.samples >= 2, "must be at least 2: a search compares trials"),
+            ("train_samples", self.train_samples >= 2, "must be at least 2: notebook 04's choice, then step 3's best"),
+            (
+                "train_epochs",
+                self.train_epochs >= 3,
+                "must be at least 3: the trial interrupted in its first epochs keeps one to train after the restore",
+            ),
             (
                 "interrupt_after",
                 1 <= self.interrupt_after < self.train_samples,
@@ -296,9 +302,11 @@ _CPU = Budget(
         test_size=1000,
         samples=4,
         epochs=3,
-        train_samples=3,  # one at a time: 2 run to their end, the third is interrupted (step 4) and resumed (step 5)
-        train_epochs=2,
-        interrupt_after=2,
+        # notebook 04's choice and step 3's best, one at a time: the first runs to its end, the second is interrupted
+        # at its first report (step 4) and resumed (step 5) with at least 1 of its 3 epochs left
+        train_samples=2,
+        train_epochs=3,
+        interrupt_after=1,
         workers=2,
         train_trials_at_once=1,  # two at once (about 2 GB each) took the cluster past a laptop's 8 GB
         batch_sizes=(32, 64, 128),
@@ -375,17 +383,14 @@ SMOKE_KNOBS: dict[str, dict] = {
     # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
     # fewer of them; autoscaling as at the course size: out to 2 running replicas under load, back to 1 after it
     "serve": dict(load_requests=32),
-    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); 2 trials of 2 epochs over Ray Train, the second
-    # interrupted and resumed; the batch sizes hold the cifar section's 32 (notebook 04's choice is among them)
+    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); over Ray Train, as at the course size, 2 trials
+    # of 3 epochs, the second interrupted and resumed; the batch sizes hold the cifar section's 32 (04's choice)
     "tune": dict(
         train_size=128,
         valid_size=64,
         test_size=128,
         samples=2,
         epochs=2,
-        train_samples=2,
-        train_epochs=2,
-        interrupt_after=1,
         batch_sizes=(16, 32),
     ),
 }

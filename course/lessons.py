@@ -350,7 +350,10 @@ LESSONS: tuple[Lesson, ...] = (
         gpu_work=tune_on_gpus,
         reference_seconds=171,  # timed 2026-11-25
         real_reference_seconds=247,  # the real-sources rehearsal, 2026-11-25
-        claims=(Claim("ASHA trains fewer epochs than every trial run to its end", "every_epoch", 1.2, "asha_epochs"),),
+        claims=(
+            Claim("ASHA trains fewer epochs than every trial run to its end", "every_epoch", 1.2, "asha_epochs"),
+            Claim("the restore trains the epochs the interrupted trial had left", "epochs_after_restore", 1.0),
+        ),
     ),
 )
 

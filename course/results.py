@@ -124,6 +124,13 @@ def require(holds: bool, claim: str) -> None:
         raise BelowFloor(f"does not hold: {claim}")
 
 
+def same_setup(record: dict) -> bool:
+    """Whether another lesson's ``record`` (what :func:`read` gives) ran with this run's sources, size and GPUs: only
+    then are its figures this run's to compare with."""
+    facts, theirs = run_facts(), record.get("run", {})
+    return bool(record) and all(theirs.get(key) == facts[key] for key in ("sources", "size", "gpus"))
+
+
 def read(notebook: str, results_dir: Path | None = None) -> dict:
     """What a notebook recorded (``headline``, ``value``, ``floor``, ``figures``), or an empty dict."""
     path = metrics_path(notebook, results_dir)
