@@ -45,6 +45,16 @@ def test_a_lesson_records_the_headline_and_floor_of_its_record(tmp_path):
         results.record("08_new", 0.99, results_dir=tmp_path)
 
 
+def test_another_lessons_figures_are_compared_only_when_it_ran_with_these_sources_size_and_gpus(tmp_path, monkeypatch):
+    """02b compares its run after a crash with notebook 02's record: only one of the same setup."""
+    results.record("02_ray_train_finetune", 0.95, results_dir=tmp_path)
+    assert results.same_setup(results.read("02_ray_train_finetune", tmp_path))
+    assert not results.same_setup(results.read("02_never_ran", tmp_path)), "no record: nothing to compare with"
+    at_the_other_size = not results.smoke()
+    monkeypatch.setattr(results, "smoke", lambda: at_the_other_size)
+    assert not results.same_setup(results.read("02_ray_train_finetune", tmp_path))
+
+
 def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
     from executed import repeats, warnings
 
