@@ -383,14 +383,16 @@ SMOKE_KNOBS: dict[str, dict] = {
     # as many requests in flight as at the course size (at 4 clients a replica, autoscaling took 80 s to add one), but
     # fewer of them; autoscaling as at the course size: out to 2 running replicas under load, back to 1 after it
     "serve": dict(load_requests=32),
-    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); over Ray Train, as at the course size, 2 trials
-    # of 3 epochs, the second interrupted and resumed; the batch sizes hold the cifar section's 32 (04's choice)
+    # ASHA over 2 trials of 2 epochs (one may stop at the grace period); over Ray Train 2 trials of 3 epochs on either
+    # budget, the second interrupted and resumed; the batch sizes hold the cifar section's 32 (04's choice)
     "tune": dict(
         train_size=128,
         valid_size=64,
         test_size=128,
         samples=2,
         epochs=2,
+        train_samples=2,
+        train_epochs=3,
         batch_sizes=(16, 32),
     ),
 }

@@ -197,6 +197,7 @@ def test_at_the_smoke_size_every_path_of_the_course_size_is_still_taken(kind):
     assert budget.tune.samples >= 2 and budget.tune.epochs >= 2  # ASHA has a trial to stop after its grace period
     assert budget.tune.interrupt_after < budget.tune.train_samples  # a trial still running when the Ctrl-C comes
     assert budget.tune.train_epochs >= 3  # interrupted part-way, it keeps an epoch to train after the restore
+    assert budget.tune.train_samples * budget.tune.train_epochs <= 6, budget.tune  # a path taken, not a search
 
 
 def test_the_smoke_size_is_read_from_its_setting_and_said_in_the_first_cell(monkeypatch):
