@@ -84,8 +84,11 @@ $(INSTALLED): pyproject.toml $(LOCK) $(OVERRIDES) scripts/check_python.py
 	@touch $@
 
 hooks: ## strip notebook outputs on commit (nbstripout as a git filter; `make setup` runs it)
+	@# Then one status: the first after a clone passes every notebook through the filter (10 s here), since git cannot
+	@# trust files written in the same second as its index; done here once, not within results.run_facts' time limit
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 	  $(BIN)/python -m nbstripout --install --attributes .gitattributes && \
+	  { git status --porcelain --untracked-files=no >/dev/null 2>&1 || true; } && \
 	  echo "git strips notebook outputs on commit (nbstripout filter); your working copy keeps them"; \
 	fi
 

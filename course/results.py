@@ -42,6 +42,10 @@ def run_facts() -> dict[str, str | int | None]:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
         )
+        if head.returncode == 0:
+            commit = head.stdout.strip()
+        # The commit is known even where this times out: a status may pass every notebook through nbstripout (the
+        # clean filter) when git cannot trust the files' times; `make setup` refreshes the index once for that
         changed = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
             cwd=REPO_ROOT,
@@ -49,8 +53,8 @@ def run_facts() -> dict[str, str | int | None]:
             text=True,
             timeout=10,
         )
-        if head.returncode == 0:
-            commit = head.stdout.strip() + ("+" if changed.stdout.strip() else "")
+        if commit and changed.stdout.strip():
+            commit += "+"
     except (OSError, subprocess.SubprocessError):
         pass
     ray = sys.modules.get("ray")  # a lesson has started Ray before it records; nothing here imports it
