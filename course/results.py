@@ -57,15 +57,14 @@ def run_facts() -> dict[str, str | int | None]:
             commit += "+"
     except (OSError, subprocess.SubprocessError):
         pass
+    return {"commit": commit, "cpu_cores": os.cpu_count(), **_setup()}
+
+
+def _setup() -> dict[str, str | int | None]:
+    """What makes two lessons' figures comparable: the cluster's GPUs, the sources and the size (no git, no I/O)."""
     ray = sys.modules.get("ray")  # a lesson has started Ray before it records; nothing here imports it
     gpus = int(ray.cluster_resources().get("GPU", 0)) if ray is not None and ray.is_initialized() else None
-    return {
-        "commit": commit,
-        "cpu_cores": os.cpu_count(),
-        "gpus": gpus,
-        "sources": sources_kind(),
-        "size": "course" if not smoke() else "smoke",
-    }
+    return {"gpus": gpus, "sources": sources_kind(), "size": "course" if not smoke() else "smoke"}
 
 
 def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
@@ -131,8 +130,8 @@ def require(holds: bool, claim: str) -> None:
 def same_setup(record: dict) -> bool:
     """Whether another lesson's ``record`` (what :func:`read` gives) ran with this run's sources, size and GPUs: only
     then are its figures this run's to compare with."""
-    facts, theirs = run_facts(), record.get("run", {})
-    return bool(record) and all(theirs.get(key) == facts[key] for key in ("sources", "size", "gpus"))
+    theirs = record.get("run", {})
+    return bool(record) and all(theirs.get(key) == value for key, value in _setup().items())
 
 
 def read(notebook: str, results_dir: Path | None = None) -> dict:
