@@ -197,8 +197,8 @@ def untouched(function: Callable) -> bool:
 
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
-        return False
+    except (OSError, TypeError, SyntaxError, SystemError):  # SystemError: 3.11's parse met a finalizer that parses
+        return False  # (tests/support/python_source.py); the check then runs the answer, and judges it as it is
     if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
         return False
     body = [s for s in tree.body[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]

@@ -19,6 +19,7 @@ import pytest
 import ray
 import torch
 from executed import NOTEBOOKS, ROOT
+from python_source import parse
 from ray.train import Checkpoint
 
 from course import config, resources
@@ -38,11 +39,11 @@ def code_of(path: Path) -> list[tuple[str, ast.Module]]:
     if path.suffix == ".ipynb":
         cells = json.loads(path.read_text())["cells"]
         return [
-            (f"{path.name} cell {cell['id']}", ast.parse("".join(cell["source"])))
+            (f"{path.name} cell {cell['id']}", parse("".join(cell["source"])))
             for cell in cells
             if cell["cell_type"] == "code"
         ]
-    return [(str(path.relative_to(ROOT)), ast.parse(path.read_text()))]
+    return [(str(path.relative_to(ROOT)), parse(path.read_text()))]
 
 
 def course_code() -> list[tuple[str, ast.Module]]:
@@ -87,7 +88,7 @@ CPU_WORKERS_ONLY = {("course/exercises/cifar10_pytorch_to_ray.py", "_observed")}
 
 def test_the_collectives_on_cpu_tensors_run_on_cpu_workers_only():
     for where, _ in CPU_WORKERS_ONLY:
-        tree = ast.parse((ROOT / where).read_text())
+        tree = parse((ROOT / where).read_text())
         configs = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and dotted(n.func).endswith("ScalingConfig")]
         assert configs and not any(k.arg in ("use_gpu", "resources_per_worker") for c in configs for k in c.keywords)
 

@@ -16,8 +16,12 @@ def results_here(tmp_path, monkeypatch):
 @pytest.fixture(scope="package", autouse=True)
 def no_ray_left_attached():
     """The checks attach this process to the tests' cluster (ray.init); the tests after this folder's, in the same
-    process, start without it (tests/unit expects no Ray here)."""
+    process, start without it (tests/unit expects no Ray here). What the checks left unfinished (a Ray Data iterator
+    whose clean-up needs Ray) is collected first, while Ray is still here to clean up with."""
     yield
+    import gc
+
     import ray
 
+    gc.collect()
     ray.shutdown()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 from ports import SocketWatch
+from python_source import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -144,7 +145,7 @@ def calls(path: Path, name: str) -> list[ast.Call]:
     found = []
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] == "code":
-            tree = ast.parse("".join(cell["source"]))
+            tree = parse("".join(cell["source"]))
             found += [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == name]
     return found
 
@@ -155,7 +156,7 @@ def exercise_checks(path: Path) -> list[str]:
     found = []
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] == "code":
-            for node in ast.walk(ast.parse("".join(cell["source"]))):
+            for node in ast.walk(parse("".join(cell["source"]))):
                 name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
                 found += [name] if name.startswith("exercises.check_") else []
     return found

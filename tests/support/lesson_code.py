@@ -11,12 +11,13 @@ import json
 from typing import Any
 
 from executed import NOTEBOOKS
+from python_source import parse
 
 
 def _cells(notebook: str) -> list[ast.Module]:
     path = next(p for p in NOTEBOOKS if p.stem == notebook)
     sources = ["".join(cell["source"]) for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
-    return [ast.parse(source) for source in sources]
+    return [parse(source) for source in sources]
 
 
 def from_notebook(notebook: str, *names: str) -> Any:

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from python_source import parse
 
 from course import budget, config, sources, storage
 
@@ -42,7 +43,7 @@ def test_the_settings_modules_do_not_import_the_lessons(module):
     storage), never the other way."""
     import ast
 
-    tree = ast.parse((Path(module.__file__)).read_text())
+    tree = parse((Path(module.__file__)).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {f"course.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not imported & {"course.lessons", "course.resources", "course.results"}, imported

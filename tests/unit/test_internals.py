@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from python_source import parse
 
 from course import cluster, internals
 
@@ -76,7 +77,7 @@ def test_the_entries_name_the_locked_release_and_it_is_the_installed_one(library
 def reaches(path: Path) -> set[str]:
     """The library internals ``path`` imports: modules such as ``ray._private.x``, or names with an underscore."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -102,7 +103,7 @@ def test_no_other_module_of_the_course_reaches_into_a_librarys_internals():
 
 def test_course_internals_imports_no_library_at_its_top():
     """Every Ray worker imports it (course.worker_setup): it stays as small to import as that module."""
-    tree = ast.parse((ROOT / "course" / "internals.py").read_text())
+    tree = parse((ROOT / "course" / "internals.py").read_text())
     top = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     top |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
     assert not {name.split(".")[0] for name in top} & {*LIBRARIES, "course", "helpers"}, top
@@ -261,7 +262,7 @@ def test_rays_node_and_params_take_what_the_isolated_node_script_gives():
     import ray._private.parameter
 
     entry = "Node, RayParams"
-    script = ast.parse((ROOT / "scripts" / "cluster_node.py").read_text())
+    script = parse((ROOT / "scripts" / "cluster_node.py").read_text())
     calls = {
         node.func.attr: node
         for node in ast.walk(script)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from python_source import parse
+
 import course
 import helpers
 from course.lessons import LESSONS
@@ -35,7 +37,7 @@ def modules(package: Path) -> list[str]:
 def imports(path: Path) -> set[str]:
     """Every module of the course's two packages that ``path`` imports, at its top or inside a function."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
@@ -139,7 +141,7 @@ def test_no_private_name_is_imported_from_another_module():
     module's own (issue 42)."""
     private = []
     for path in [*python_files(HELPERS), *python_files(COURSE), *python_files(SCRIPTS)]:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             own = ("helpers", "course", "doctor_checks")
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in own:
                 private += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names if a.name[0] == "_"]

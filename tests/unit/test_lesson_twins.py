@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from lesson_code import from_notebook
 from PIL import Image
+from python_source import parse
 from ray.train import FailureConfig
 
 from course import config
@@ -116,7 +117,7 @@ def test_every_helper_that_copies_a_lesson_cell_has_its_twin_test_here():
         for found in COPY.finditer(path.read_text().replace("\n    ", " ")):
             copies.add((found[3], found[1]))
     tested = set()
-    for node in ast.walk(ast.parse(Path(__file__).read_text())):
+    for node in ast.walk(parse(Path(__file__).read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "from_notebook":
             notebook, *names = (ast.literal_eval(argument) for argument in node.args)
             tested |= {(notebook.split("_")[0], name) for name in names}

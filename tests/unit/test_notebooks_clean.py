@@ -14,6 +14,7 @@ from pathlib import Path
 
 import executed
 import pytest
+from python_source import parse
 
 from course.lessons import lesson_named
 
@@ -81,7 +82,7 @@ def test_notebook_05_runs_its_tensorflow_step_only_where_tensorflow_is_installed
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
-        tree = ast.parse("".join(cell["source"]))
+        tree = parse("".join(cell["source"]))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         for node in ast.walk(tree):
             names = [alias.name for alias in getattr(node, "names", [])]
@@ -114,7 +115,7 @@ def top_level_bindings(path: Path) -> list[tuple[str, str, int]]:
     found = []
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     for number, cell in enumerate(cells, 1):
-        for node in ast.parse("".join(cell["source"])).body:
+        for node in parse("".join(cell["source"])).body:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 found += [((a.asname or a.name).split(".")[0], "import", number) for a in node.names]
             elif isinstance(node, ast.FunctionDef | ast.ClassDef):

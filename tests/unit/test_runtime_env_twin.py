@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import ray
+from python_source import parse
 from ray._private import ray_constants
 
 from course import cluster
@@ -21,9 +22,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "00_ray_core.ipyn
 
 def run_connect_cell() -> dict[str, Any]:
     """The notebook's imports, then its code cell that calls `ray.init(`: the lesson's own text, run here."""
-    cells = [
-        ast.parse("".join(c["source"])) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"
-    ]
+    cells = [parse("".join(c["source"])) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     imports = [node for cell in cells for node in cell.body if isinstance(node, ast.Import | ast.ImportFrom)]
     connect = next(cell for cell in cells if "ray.init(" in ast.unparse(cell))
     namespace: dict[str, Any] = {"__name__": "lesson_00_ray_core"}

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from python_source import parse
 
 from course import cluster, settings
 
@@ -51,7 +52,7 @@ def test_every_course_variable_in_the_repository_is_declared_and_every_declared_
 
 
 def test_settings_imports_only_the_standard_library_and_runs_on_a_bare_python():
-    tree = ast.parse(SETTINGS_PY.read_text())
+    tree = parse(SETTINGS_PY.read_text())
     imported = {
         alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
     }

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from python_source import parse
 
 from course import config
 from course.sources import STANDIN_CIFAR10
@@ -89,7 +90,7 @@ def notebook_function(notebook: str, name: str, namespace: dict):
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
-        tree = ast.parse("".join(cell["source"]))
+        tree = parse("".join(cell["source"]))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 exec(compile(ast.Module([node], []), path.name, "exec"), namespace)
