@@ -32,6 +32,10 @@ get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execut
 LocalTrainFnUtils._last_checkpoint Ray 2.60.0    local mode (``num_workers=0``) keeps the last reported checkpoint
   exercises.fault_tolerance                      there and returns it from ``get_checkpoint``; a local run has no
                                                  other way to start from one (:func:`resume_local_run`)
+ExecutionContext.result_queue      Ray 2.60.0    a Ray Train worker's reports wait in its ``result_queue`` (a
+  train.CrashAt                                  ``queue.Queue``) until the controller's next poll takes them
+                                                 (``poll_status``: ``get_nowait``, then ``task_done``); a worker that
+                                                 dies first loses them (:func:`wait_until_reports_collected`)
 write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_address``, which ``Cluster()`` calls
   scripts/local_cluster.py                       to note its address in /tmp/ray; replaced there by a no-op (it stays
                                                  in that script: it runs where the course may not be importable)
@@ -94,6 +98,21 @@ def resume_local_run(checkpoint: Any) -> None:
     if not hasattr(utils, "_last_checkpoint"):
         raise RuntimeError(f"{type(utils).__name__} keeps no _last_checkpoint: not Ray 2.60's local mode")
     utils._last_checkpoint = checkpoint
+
+
+def wait_until_reports_collected(timeout_s: float) -> bool:
+    """In a Ray Train worker: wait until the controller has taken every report this worker made (``ray.train.report``
+    puts each in the worker's queue; the controller polls it every health-check interval). True when it has, False
+    after ``timeout_s``."""
+    import time
+
+    from ray.train.v2._internal.execution.context import get_train_context
+
+    reports = get_train_context().execution_context.result_queue
+    deadline = time.monotonic() + timeout_s
+    while reports.unfinished_tasks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not reports.unfinished_tasks
 
 
 def keep_ray_on_loopback() -> None:

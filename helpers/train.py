@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,9 +15,14 @@ import ray.train
 from ray.train import CheckpointConfig, LoggingConfig, RunConfig
 from transformers import TrainerCallback, TrainingArguments
 
+from course import internals
 from course.config import verbose
 from course.resources import loader_workers, precision_args
 from course.storage import CHECKPOINTS_KEPT, run_name, storage_path
+
+# Ray Train's setting for how often its controller polls the workers (ray.train.v2's constants), and its default
+HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+DEFAULT_HEALTH_CHECK_INTERVAL_S = 2.0
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
@@ -108,12 +114,20 @@ class MarkResume(TrainerCallback):
 
 
 class CrashAt(TrainerCallback):
-    """Kill this worker's process when training reaches ``step``: a lost machine, on purpose (notebook 02b)."""
+    """Kill this worker's process when training reaches ``step``: a lost machine, on purpose (notebook 02b).
+
+    It dies once the controller has taken its last report (``internals.wait_until_reports_collected``), and a
+    health-check interval later, while the answer travels: the run then resumes from exactly its last checkpoint.
+    A machine lost in the instant after a report loses that report (seen at the smoke size, where steps are short:
+    the run resumed from the checkpoint before it)."""
 
     def __init__(self, step: int) -> None:
         self.step = step
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == self.step:
+            interval = float(os.environ.get(HEALTH_CHECK_INTERVAL_ENV, DEFAULT_HEALTH_CHECK_INTERVAL_S))
+            internals.wait_until_reports_collected(timeout_s=30 + 10 * interval)
+            time.sleep(interval)  # waiting: the controller's answer to its poll is on its way
             print(f"worker {ray.train.get_context().get_world_rank()}: dying at step {state.global_step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

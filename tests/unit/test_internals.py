@@ -246,6 +246,41 @@ def test_a_local_run_resumes_from_the_checkpoint_put_where_local_mode_keeps_it(t
     assert trainer.fit().return_value == f"None, {tmp_path}", review(entry)
 
 
+def test_a_workers_reports_wait_in_its_result_queue_until_the_controllers_poll_takes_them():
+    import dataclasses
+
+    from ray.train.v2._internal.execution import context
+    from ray.train.v2._internal.execution.worker_group.worker import RayTrainWorker
+
+    entry = "ExecutionContext.result_queue"
+    assert "result_queue" in {field.name for field in dataclasses.fields(context.ExecutionContext)}, review(entry)
+    assert "self.get_result_queue().put(training_report)" in inspect.getsource(context.TrainContext), review(entry)
+    poll = inspect.getsource(RayTrainWorker.poll_status)
+    assert "result_queue.get_nowait()" in poll and "result_queue.task_done()" in poll, review(entry)
+
+
+def test_wait_until_reports_collected_waits_for_the_poll(monkeypatch: pytest.MonkeyPatch):
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    from ray.train.v2._internal.execution import context
+
+    reports = queue.Queue(maxsize=1)
+    reports.put({"step": 16})
+    monkeypatch.setattr(
+        context, "get_train_context", lambda: SimpleNamespace(execution_context=SimpleNamespace(result_queue=reports))
+    )
+    assert not internals.wait_until_reports_collected(timeout_s=0.2), "no poll yet: the report is still here"
+
+    def poll() -> None:  # what the controller's poll does (RayTrainWorker.poll_status)
+        reports.get_nowait()
+        reports.task_done()
+
+    threading.Timer(0.3, poll).start()
+    assert internals.wait_until_reports_collected(timeout_s=10)
+
+
 def test_rays_cluster_notes_its_address_through_write_ray_address():
     """Ray's ``Cluster()`` notes its address through ``write_ray_address``, and scripts/local_cluster.py replaces that
     with a no-op before it starts one."""
