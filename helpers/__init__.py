@@ -22,6 +22,6 @@ measure             measuring data pipelines (notebook 05): a tally actor, shuff
 ==================  ====================================================================================================
 
 The stages read the course's settings, sources, storage and hardware from ``course.config``, ``course.sources``,
-``course.storage`` and ``course.resources``, and nothing else of the machinery, so each can be read, and changed, on
-its own.
+``course.storage`` and ``course.resources`` (and ``train.CrashAt`` one reach into Ray Train from ``course.internals``),
+and nothing else of the machinery, so each can be read, and changed, on its own.
 """
