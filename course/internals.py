@@ -35,7 +35,8 @@ LocalTrainFnUtils._last_checkpoint Ray 2.60.0    local mode (``num_workers=0``) 
 ExecutionContext.result_queue      Ray 2.60.0    a Ray Train worker's reports wait in its ``result_queue`` (a
   train.CrashAt                                  ``queue.Queue``) until the controller's next poll takes them
                                                  (``poll_status``: ``get_nowait``, then ``task_done``); a worker that
-                                                 dies first loses them (:func:`wait_until_reports_collected`)
+                                                 dies first loses them (:func:`wait_until_reports_collected`);
+                                                 the interval's setting and default in ``v2._internal.constants``
 write_ray_address                  Ray 2.60.0    ``ray._private.utils.write_ray_address``, which ``Cluster()`` calls
   scripts/local_cluster.py                       to note its address in /tmp/ray; replaced there by a no-op (it stays
                                                  in that script: it runs where the course may not be importable)
@@ -100,18 +101,25 @@ def resume_local_run(checkpoint: Any) -> None:
     utils._last_checkpoint = checkpoint
 
 
-def wait_until_reports_collected(timeout_s: float) -> bool:
+def wait_until_reports_collected(limit_s: float | None = None) -> bool:
     """In a Ray Train worker: wait until the controller has taken every report this worker made (``ray.train.report``
-    puts each in the worker's queue; the controller polls it every health-check interval). True when it has, False
-    after ``timeout_s``."""
+    puts each in the worker's queue; the controller polls it every health-check interval,
+    ``RAY_TRAIN_HEALTH_CHECK_INTERVAL_S``), then one interval more, while the poll's answer travels. False when a
+    report is still there after ``limit_s`` (by default 30 s and ten intervals)."""
+    import os
     import time
 
+    from ray.train.v2._internal import constants
     from ray.train.v2._internal.execution.context import get_train_context
 
+    interval = float(
+        os.environ.get(constants.HEALTH_CHECK_INTERVAL_S_ENV_VAR, constants.DEFAULT_HEALTH_CHECK_INTERVAL_S)
+    )
     reports = get_train_context().execution_context.result_queue
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + (30 + 10 * interval if limit_s is None else limit_s)
     while reports.unfinished_tasks and time.monotonic() < deadline:
         time.sleep(0.05)
+    time.sleep(interval)  # waiting: the controller's answer to its poll is on its way
     return not reports.unfinished_tasks
 
 

@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +18,6 @@ from course import internals
 from course.config import verbose
 from course.resources import loader_workers, precision_args
 from course.storage import CHECKPOINTS_KEPT, run_name, storage_path
-
-# Ray Train's setting for how often its controller polls the workers (ray.train.v2's constants), and its default
-HEALTH_CHECK_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
-DEFAULT_HEALTH_CHECK_INTERVAL_S = 2.0
 
 
 def per_worker(global_batch_size: int, world_size: int | None = None) -> int:
@@ -126,8 +121,6 @@ class CrashAt(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step == self.step:
-            interval = float(os.environ.get(HEALTH_CHECK_INTERVAL_ENV, DEFAULT_HEALTH_CHECK_INTERVAL_S))
-            internals.wait_until_reports_collected(timeout_s=30 + 10 * interval)
-            time.sleep(interval)  # waiting: the controller's answer to its poll is on its way
+            internals.wait_until_reports_collected()
             print(f"worker {ray.train.get_context().get_world_rank()}: dying at step {state.global_step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -257,6 +257,10 @@ def test_a_workers_reports_wait_in_its_result_queue_until_the_controllers_poll_t
     assert "self.get_result_queue().put(training_report)" in inspect.getsource(context.TrainContext), review(entry)
     poll = inspect.getsource(RayTrainWorker.poll_status)
     assert "result_queue.get_nowait()" in poll and "result_queue.task_done()" in poll, review(entry)
+    from ray.train.v2._internal import constants
+
+    assert constants.HEALTH_CHECK_INTERVAL_S_ENV_VAR in constants.ENV_VARS_TO_PROPAGATE, review(entry)  # workers see it
+    assert isinstance(constants.DEFAULT_HEALTH_CHECK_INTERVAL_S, float), review(entry)
 
 
 def test_wait_until_reports_collected_waits_for_the_poll(monkeypatch: pytest.MonkeyPatch):
@@ -271,14 +275,15 @@ def test_wait_until_reports_collected_waits_for_the_poll(monkeypatch: pytest.Mon
     monkeypatch.setattr(
         context, "get_train_context", lambda: SimpleNamespace(execution_context=SimpleNamespace(result_queue=reports))
     )
-    assert not internals.wait_until_reports_collected(timeout_s=0.2), "no poll yet: the report is still here"
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.01")
+    assert not internals.wait_until_reports_collected(limit_s=0.2), "no poll yet: the report is still here"
 
     def poll() -> None:  # what the controller's poll does (RayTrainWorker.poll_status)
         reports.get_nowait()
         reports.task_done()
 
     threading.Timer(0.3, poll).start()
-    assert internals.wait_until_reports_collected(timeout_s=10)
+    assert internals.wait_until_reports_collected()
 
 
 def test_rays_cluster_notes_its_address_through_write_ray_address():
