@@ -11,6 +11,7 @@ settings                    every ``COURSE_*`` variable, declared once (meaning,
 config                      the paths, and every setting by name, each read and checked through ``settings``
 budget                      how much work each lesson does (``COURSE_BUDGET``, ``COURSE_SMOKE``): a section per
                             lesson, the cpu and gpu values, the real sources' knobs, the smoke size
+checked                     the rules a budget and each of its sections check when they are made
 sources                     where data and the pretrained model come from (``COURSE_SOURCES``, ``COURSE_MODEL``): the
                             stand-ins or the Hub and S3, and what is missing, with its fix
 storage                     where Ray's workers write (``COURSE_STORAGE_PATH``), run names, checkpoints kept; files of

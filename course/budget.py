@@ -12,50 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from course import settings
+from course.checked import Checked
 from course.config import BUDGET_ENV, budget_kind, smoke, sources_kind
 
 SIZES = ("course", "smoke")  # Budget.size: the lessons' own size, or the smoke size (COURSE_SMOKE=1)
 ARCHITECTURES = ("small", "full")  # notebook 04's ViT (helpers.vit)
-
-
-class Checked:
-    """A budget, or a section of one, that checks its rules when it is made (``replace`` and ``from_dict`` too):
-    every number above 0, a learning rate at most 1, None only where the field allows it (``int | None``: all), the
-    batch sizes a non-empty tuple of them; then its own (:meth:`rules`). A broken one is a ValueError that names it."""
-
-    def __post_init__(self) -> None:
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if field.name in SECTIONS or isinstance(value, str):
-                continue
-            wrong = None
-            if value is None:
-                wrong = None if "None" in str(field.type) else "is not set (None is for a size only: all of it)"
-            elif isinstance(value, (tuple, list)):
-                wrong = None if value and all(_positive(v) for v in value) else "must hold numbers above 0"
-            elif not _positive(value):
-                wrong = "must be a number above 0"
-            elif "learning_rate" in field.name and value > 1:
-                wrong = "is not a learning rate (above 0, at most 1)"
-            if wrong:
-                self._refuse(field.name, value, wrong)
-        for name, right, why in self.rules():
-            if not right:
-                self._refuse(name, getattr(self, name), why)
-
-    def rules(self) -> list[tuple[str, bool, str]]:
-        """The section's own rules: (field, whether it holds, what it asks)."""
-        return []
-
-    def _refuse(self, name: str, value: object, wrong: str) -> None:
-        raise ValueError(
-            f"{type(self).__name__}.{name}={value!r} {wrong}: fix the budget in course/budget.py (or the code that "
-            f"changed it)."
-        )
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +42,32 @@ class BeansBudget(Checked):
         return [
             ("eval_steps", self.eval_steps <= self.train_steps, "must be at most train_steps"),
             ("local_steps", 1 <= self.local_steps <= self.train_steps, "must be from 1 to train_steps"),
+        ]
+
+
+@dataclass(frozen=True)
+class DebugBudget(Checked):
+    """Lesson 02c: a failure read, a hang found and cut short, a node that leaves (a small CNN on CIFAR-10)."""
+
+    workers: int  # Ray Train workers of each run, on CPUs: 2, the fewest that can wait for each other
+    train_size: int  # images of the train split every run of the lesson trains on, split between the workers
+    valid_size: int  # images of the test split the fixed run (section 5) validates on
+    epochs: int  # of the fixed run
+    batch_size: int  # global: split between the workers, whatever their number
+    learning_rate: float
+    warn_interval_s: int  # RAY_TRAIN_COLLECTIVE_WARN_INTERVAL_S: a warning names the missing ranks this often
+    timeout_s: int  # RAY_TRAIN_COLLECTIVE_TIMEOUT_S: a wait in a collective becomes an error after this long
+    checkpoint_every: int  # section 6: rank 0 attaches a checkpoint every this many steps
+    steps_per_phase: int  # section 6: steps trained at each world size (2, then 1, then 2) before the cell moves on
+    resize_interval_s: float  # section 6: how often Ray Train looks for room for more workers (ScalingConfig)
+    start_timeout_s: int  # section 6: RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, a restart's wait for its workers' CPUs
+    phase_limit_s: int  # section 6: the longest a cell waits for its steps at one world size, then it ends the run
+
+    def rules(self) -> list[tuple[str, bool, str]]:
+        before = "must be above warn_interval_s: a warning first"
+        each = "must be above checkpoint_every: each world size reports a checkpoint"
+        return [("timeout_s", self.timeout_s > self.warn_interval_s, before)] + [
+            ("steps_per_phase", self.steps_per_phase > self.checkpoint_every, each)
         ]
 
 
@@ -196,6 +183,7 @@ class TuneBudget(Checked):
 SECTIONS = {
     "core": CoreBudget,
     "beans": BeansBudget,
+    "debug": DebugBudget,
     "dogs": DogsBudget,
     "cifar": CifarBudget,
     "playbook": PlaybookBudget,
@@ -220,6 +208,7 @@ class Budget(Checked):
     eval_batch_size: int  # per device, for every evaluation of the Hugging Face fine-tunes
     core: CoreBudget
     beans: BeansBudget
+    debug: DebugBudget
     dogs: DogsBudget
     cifar: CifarBudget
     playbook: PlaybookBudget
@@ -254,6 +243,21 @@ _CPU = Budget(
     eval_batch_size=64,
     core=CoreBudget(tasks=8, task_seconds=0.5, array_mb=40),
     beans=BeansBudget(train_steps=300, batch_size=32, eval_steps=50, learning_rate=1e-3, local_steps=10),
+    debug=DebugBudget(
+        workers=2,
+        train_size=2000,
+        valid_size=500,
+        epochs=3,
+        batch_size=64,
+        learning_rate=1e-3,
+        warn_interval_s=7,
+        timeout_s=12,
+        checkpoint_every=5,
+        steps_per_phase=20,
+        resize_interval_s=5.0,
+        start_timeout_s=15,
+        phase_limit_s=180,
+    ),
     dogs=DogsBudget(
         train_steps=300, eval_steps=50, batch_size=32, learning_rate=1e-3, shuffle_buffer=256, inference_batch_size=64
     ),
@@ -369,6 +373,8 @@ SMOKE_KNOBS: dict[str, dict] = {
     # 02b's worker dies at step 20, 4 steps after its 2nd checkpoint (at 2 steps' distance the checkpoint was not yet
     # registered when the worker died, and the run resumed from the 1st), and the run resumes from step 16 to 24
     "beans": dict(train_steps=24, batch_size=8, eval_steps=8, local_steps=2),
+    # the same hang, timeout and resizes (each world size still reports a checkpoint), on fewer images
+    "debug": dict(train_size=256, valid_size=128, epochs=1, steps_per_phase=6, checkpoint_every=3),
     "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
     "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
     "playbook": dict(

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -354,3 +355,35 @@ def configure_ray_data(preserve_order: bool = True) -> ray.data.DataContext:
         cpus = max(LOCAL_DATA_CPUS, os.cpu_count() or 1)
         context.execution_options.resource_limits = context.execution_options.resource_limits.copy(cpu=cpus)
     return context
+
+
+CLUSTER_SCRIPT = config.REPO_ROOT / "scripts" / "with-ray-cluster.sh"  # the course's local cluster (Makefile: CLUSTER)
+NODE_ACTIONS = ("status", "stop", "start")
+
+
+def on_local_cluster() -> bool:
+    """Whether this process works with the course's local cluster, started by :data:`CLUSTER_SCRIPT` (`make run`,
+    `make lab`, `make test`): only there can a lesson stop a node and start it again (:func:`node`). A runtime Ray
+    started alone (Colab, a notebook opened on its own) or a real cluster is not."""
+    temp_dir = os.environ.get("COURSE_RAY_TEMP_DIR")  # the script exports it with RAY_ADDRESS
+    return bool(temp_dir) and is_on_this_machine(os.environ.get("RAY_ADDRESS")) and CLUSTER_SCRIPT.is_file()
+
+
+def node(action: str) -> str:
+    """``scripts/with-ray-cluster.sh node <action>`` on the course's local cluster: ``stop`` its worker node (as `ray
+    stop` would: the head marks it dead at once), ``start`` it again, or its ``status`` ("up" or "down"). Returns what
+    the script printed; a failure raises with its output."""
+    if action not in NODE_ACTIONS:
+        raise ValueError(f"node({action!r}): the action is one of {NODE_ACTIONS}")
+    if not on_local_cluster():
+        raise RuntimeError(
+            "node() stops and starts a node of the course's local cluster: run the lesson through `make lab` or "
+            "`make run`, which start it (this process is attached to another Ray)"
+        )
+    env = os.environ | {"VENV": sys.prefix}  # Ray from this notebook's environment, wherever the notebook's folder is
+    done = subprocess.run(
+        ["bash", str(CLUSTER_SCRIPT), "node", action], capture_output=True, text=True, timeout=180, check=False, env=env
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"`{CLUSTER_SCRIPT.name} node {action}` failed: {(done.stderr or done.stdout).strip()}")
+    return done.stdout.strip()

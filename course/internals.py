@@ -32,6 +32,9 @@ get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execut
 LocalTrainFnUtils._last_checkpoint Ray 2.60.0    local mode (``num_workers=0``) keeps the last reported checkpoint
   exercises.fault_tolerance                      there and returns it from ``get_checkpoint``; a local run has no
                                                  other way to start from one (:func:`resume_local_run`)
+LocalTrainContext.world_size,      Ray 2.60.0    local mode's context (``ray.train.get_context()`` with
+world_rank                                       ``num_workers=0``) answers ``get_world_size`` and
+  exercises.debugging                            ``get_world_rank`` from these attributes (:func:`pretend_local_world`)
 ExecutionContext.result_queue      Ray 2.60.0    a Ray Train worker's reports wait in its ``result_queue`` (a
   train.CrashAt                                  ``queue.Queue``) until the controller's next poll takes them
                                                  (``poll_status``: ``get_nowait``, then ``task_done``); a worker that
@@ -99,6 +102,24 @@ def resume_local_run(checkpoint: Any) -> None:
     if not hasattr(utils, "_last_checkpoint"):
         raise RuntimeError(f"{type(utils).__name__} keeps no _last_checkpoint: not Ray 2.60's local mode")
     utils._last_checkpoint = checkpoint
+
+
+def pretend_local_world(world_size: int, world_rank: int) -> Callable[[], None]:
+    """In Ray Train's local mode, inside the training function: ``ray.train.get_context()`` says ``world_size`` and
+    ``world_rank`` from now on, as a worker of a group of that size would (local mode's are 1 and 0). Returns the
+    undo. A check runs a learner's function as rank 1 of 2, or after a resize, in seconds and in this process."""
+    import ray.train
+
+    context = ray.train.get_context()
+    if not all(hasattr(context, name) for name in ("world_size", "world_rank")):
+        raise RuntimeError(f"{type(context).__name__} keeps no world_size, world_rank: not Ray 2.60's local mode")
+    before = context.world_size, context.world_rank
+    context.world_size, context.world_rank = world_size, world_rank
+
+    def undo() -> None:
+        context.world_size, context.world_rank = before
+
+    return undo
 
 
 def wait_until_reports_collected(limit_s: float | None = None) -> bool:

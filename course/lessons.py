@@ -163,6 +163,30 @@ LESSONS: tuple[Lesson, ...] = (
         real_reference_seconds=159,  # the real-sources rehearsal, 2026-11-25
     ),
     Lesson(
+        notebook="02c_debugging",
+        title="a failure read, a hang found, a node lost",
+        headline="CIFAR-10 val accuracy after the fix",
+        # chance is 0.10; section 5's small CNN reached 0.654 after 3 epochs on 2,000 stand-in images (2026-12-02), and
+        # would reach about 0.3 on real CIFAR-10, which is harder than the drawn shapes
+        floor=0.35,
+        real_floor=0.2,
+        exercises=("02c.1", "02c.2"),
+        budget="debug",
+        sources=("cifar10",),
+        plan=lambda b, p: f"{b.debug.workers} CPU workers, a CNN on {b.debug.train_size} images, a hang, 2-1-2",
+        reference_seconds=180,
+        claims=(
+            # local mode runs the function in this process; on workers, Ray Train starts two processes first
+            Claim(
+                "local mode shows the bug sooner", "workers_failure_s", 2.0, "local_failure_s", speedup_of="computing"
+            ),
+            Claim("the timeout turned the hang into an error", "timeout_errors", 1.0),
+            Claim("the elastic run reported every step", "steps_reported", 1.0, "steps"),
+            Claim("it went on with fewer when the node left", "world_size_before_leaving", 2.0, "least_world_size"),
+            Claim("it grew back when the node returned", "last_world_size", 2.0, "least_world_size"),
+        ),
+    ),
+    Lesson(
         notebook="03_ray_data",
         title="Ray Data: ingest, featurize, train from shards, batch inference",
         headline="dogs-vs-fish held-out accuracy",

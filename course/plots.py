@@ -89,3 +89,24 @@ def load_test_comparison(summaries: dict[str, dict[str, float]]) -> Figure:
     ax_latency.legend()
     fig.tight_layout()
     return fig
+
+
+def elastic_run(steps: Sequence[tuple[float, int, int, int]], began: float, events: dict[str, float]) -> Figure:
+    """An elastic run over time (notebook 02c), from rank 0's steps ``(time, rank, world size, step)``: its world size
+    above, its steps per second below (over windows of 2 s), with each of ``events`` (a name, a time) marked."""
+    rows = pd.DataFrame(steps, columns=["time", "rank", "world_size", "step"])
+    rows = rows[rows["rank"] == 0].assign(seconds=lambda r: r["time"] - began)
+    window = 2.0
+    rate = rows.groupby((rows["seconds"] // window) * window).size() / window
+    fig, (ax_size, ax_rate) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True)
+    ax_size.step(rows["seconds"], rows["world_size"], where="post", color="tab:blue")
+    ax_size.plot(rows["seconds"], rows["world_size"], ".", color="tab:blue")
+    ax_size.set(ylabel="world size", yticks=[0, 1, 2], ylim=(0, 2.5), title="An elastic run: a node leaves, comes back")
+    ax_rate.bar(rate.index + window / 2, rate.values, width=window * 0.9, color="tab:orange")
+    ax_rate.set(xlabel="seconds since the run started", ylabel="steps per second")
+    for name, at in events.items():
+        for ax in (ax_size, ax_rate):
+            ax.axvline(at - began, color="gray", linestyle="--")
+        ax_size.annotate(name, (at - began, 2.3), xytext=(3, 0), textcoords="offset points", fontsize=9)
+    fig.tight_layout()
+    return fig

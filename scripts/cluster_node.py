@@ -6,6 +6,9 @@ folder, with the locked packages but not the course's own (`helpers` reaches it 
 and a temp folder of its own. It is a copy of this file, outside the checkout, that runs there.
 
     python cluster_node.py --port 6389 --cpus 8 --temp-dir /tmp/ray-course-...-node
+
+`with-ray-cluster.sh node start` runs it too, with --shares-files, to start the usual worker node again after `node
+stop`: a node that shares the checkout and the head's temp folder.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, required=True)
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--object-store-bytes", type=int, required=True)
-    parser.add_argument("--temp-dir", required=True, help="this node's own temp folder")
+    parser.add_argument("--temp-dir", required=True, help="this node's own temp folder, or the head's (--shares-files)")
+    parser.add_argument(
+        "--shares-files",
+        action="store_true",
+        help="a node that shares the checkout and the head's temp folder, whose log monitor reads its logs too (the "
+        "local cluster's usual worker node, started again by `with-ray-cluster.sh node start`)",
+    )
     args = parser.parse_args()
 
     address = f"127.0.0.1:{args.port}"
@@ -42,7 +51,7 @@ def main() -> None:
         min_worker_port=0,
         max_worker_port=0,
         node_manager_port=0,
-        include_log_monitor=True,  # its own: the head's cannot read this node's logs
+        include_log_monitor=not args.shares_files,  # its own, unless the head's reads this node's logs already
     )
     params.dashboard_agent_listen_port = None  # a free port, as the head's (local_cluster.head_node_args)
     node = ray._private.node.Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
@@ -53,7 +62,8 @@ def main() -> None:
             nodes = [(n["NodeID"], n["Alive"]) for n in ray.nodes()]
             raise SystemExit(f"the node {node.node_id} did not join {address} within 60 s; nodes: {nodes}")
         time.sleep(0.5)
-    print(f"[ray-cluster] a worker node that shares no files joined {address}: {args.cpus} CPUs, temp {args.temp_dir}")
+    kind = "a worker node" if args.shares_files else "a worker node that shares no files"
+    print(f"[ray-cluster] {kind} joined {address}: {args.cpus} CPUs, temp {args.temp_dir}")
     ray.shutdown()
 
 

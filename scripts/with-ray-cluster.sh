@@ -3,6 +3,7 @@
 #
 #   scripts/with-ray-cluster.sh pytest ...      # start, run, stop (also when the command fails)
 #   scripts/with-ray-cluster.sh start|stop      # keep a cluster up by hand; `start` prints the env
+#   scripts/with-ray-cluster.sh node stop|start|status   # the node a lesson may lose (02c): it leaves, it comes back
 #
 # Both nodes listen on 127.0.0.1 only (scripts/local_cluster.py says how) and keep Ray's token
 # authentication on, with a token of their own in .cluster/. The cluster has its own temp folder and
@@ -13,6 +14,10 @@
 # COURSE_RAY_PORT (default 6389), COURSE_RAY_CPUS_PER_NODE (default 4). The head node reports the GPUs this
 # machine has; COURSE_RAY_WORKER_GPUS (default 0) makes the worker node report some (tests use it: a node that
 # claims a GPU torch cannot see).
+#
+# `node stop` stops the cluster's worker node as `ray stop` would stop it (SIGTERM: its raylet tells the head that it
+# leaves, and the head marks it dead at once); `node start` starts it again. Where the worker node is the only one with
+# CPUs (COURSE_RAY_ISOLATED_NODE=1), the node a lesson may lose is a second one, as isolated, that `node start` adds.
 #
 # COURSE_RAY_ISOLATED_NODE=1 (`make test` sets it) makes the worker node one that shares no files with this checkout,
 # as a node of a real cluster: it runs in a mount namespace of its own (`unshare --mount`, which needs root) where the
@@ -42,6 +47,7 @@ state="$root/.cluster"
 temp_dir="/tmp/ray-course-$(id -u)-$(printf '%s:%s' "$root" "$port" | cksum | cut -d' ' -f1)"
 node_dir="$temp_dir-node"  # the isolated node's own temp folder (its name starts with temp_dir's: `stop` finds it)
 shared="$temp_dir-shared"  # what both nodes see when the worker node is isolated: data/ and results/
+spare_dir="$temp_dir-spare"  # beside an isolated worker node: the node `node stop` stops, `node start` adds
 
 export COURSE_RAY_TEMP_DIR="$temp_dir"  # every process of the cluster names it (tests/support/ports.py finds them by it)
 export RAY_AUTH_MODE=token
@@ -66,18 +72,16 @@ export RAY_max_io_workers="${RAY_max_io_workers:-1}"
 
 say() { echo "[ray-cluster] $*"; }
 
-cluster_pids() {
-  # Every process whose command line names this cluster's temp folder, and all their descendants (Ray's agents rename
-  # themselves, so they are found as children of the raylets). Read with psutil, which Ray needs and installs: minimal
-  # Linux images (Debian's minbase, python:3.X-slim) have no pgrep or ps. Without the environment's Python (removed
-  # after the cluster started), pgrep where there is one.
-  if [ -x "$python" ]; then
-    "$python" -c '
+python_pids() {
+  # The processes psutil finds by the Python test in $1 (over `process`, its command line `line`, and `folder`, the
+  # cluster's temp folder), and all their descendants.
+  "$python" -c '
 import os, sys
 import psutil
-folder, found, children = sys.argv[1], set(), {}
+test, folder, found, children = sys.argv[1], sys.argv[2], set(), {}
 for process in psutil.process_iter(["ppid", "cmdline"]):
-    if folder in " ".join(process.info["cmdline"] or []):
+    line = " ".join(process.info["cmdline"] or [])
+    if eval(test):
         found.add(process.pid)
     children.setdefault(process.info["ppid"], []).append(process.pid)
 found.discard(os.getpid())  # this very process names the folder too
@@ -87,7 +91,16 @@ while todo:
         if child not in found:
             found.add(child)
             todo.append(child)
-print(" ".join(map(str, sorted(found))))' "$temp_dir"
+print(" ".join(map(str, sorted(found))))' "$1" "$temp_dir"
+}
+
+cluster_pids() {
+  # Every process whose command line names this cluster's temp folder, and all their descendants (Ray's agents rename
+  # themselves, so they are found as children of the raylets). Read with psutil, which Ray needs and installs: minimal
+  # Linux images (Debian's minbase, python:3.X-slim) have no pgrep or ps. Without the environment's Python (removed
+  # after the cluster started), pgrep where there is one.
+  if [ -x "$python" ]; then
+    python_pids 'folder in line'
     return 0  # an explicit status: a bare `return` in the EXIT trap returns the status the trap started with (130)
   fi
   command -v pgrep >/dev/null || { say "cannot look for the cluster's processes: no $python and no pgrep" >&2; return 0; }
@@ -127,7 +140,55 @@ stop_cluster() {
 }
 
 remove_isolated_folders() {
-  rm -rf "$node_dir" "$node_dir-venv" "$shared" 2>/dev/null || true
+  rm -rf "$node_dir" "$node_dir-venv" "$spare_dir" "$spare_dir-venv" "$shared" 2>/dev/null || true
+}
+
+leaving_node_pids() {
+  # The processes of the node `node stop` stops: beside an isolated worker node, the spare one (its own temp folder);
+  # else the worker node's raylet (it names the cluster's temp folder, not --head) and its children.
+  if [ -d "$node_dir" ]; then
+    python_pids 'folder + "-spare" in line'
+  else
+    python_pids '"raylet" in line and folder in line and "--head" not in line and folder + "-" not in line'
+  fi
+}
+
+node_command() {
+  local pids
+  case "$1" in
+    status) if [ -n "$(leaving_node_pids)" ]; then echo up; else echo down; fi ;;
+    stop)
+      pids=$(leaving_node_pids)
+      [ -n "$pids" ] || { say "no worker node to stop at $RAY_ADDRESS"; return 0; }
+      # As `ray stop` does: the raylet first, which tells the head that its node leaves and stops its agents and workers
+      # (its agents stopped first, it would report them failed); then whatever is left.
+      raylet=$("$python" -c 'import sys, psutil; print(" ".join(a for a in sys.argv[1:] if psutil.Process(int(a)).name() == "raylet"))' $pids 2>/dev/null || true)
+      for signal in TERM TERM KILL; do
+        kill -$signal ${raylet:-$pids} 2>/dev/null || true
+        for _ in $(seq 40); do
+          pids=$(alive_pids $pids)
+          [ -n "$pids" ] || break 2
+          sleep 0.25
+        done
+        raylet=""  # the next round: every process still there
+      done
+      say "stopped a worker node of the cluster at $RAY_ADDRESS"
+      ;;
+    start)
+      [ -z "$(leaving_node_pids)" ] || { say "the worker node is already up at $RAY_ADDRESS"; return 0; }
+      if [ -d "$node_dir" ]; then
+        start_isolated_node "$spare_dir" spare
+      else
+        local store
+        store=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import local_cluster; print(local_cluster.object_store_bytes())' "$root/scripts")
+        "$python" "$root/scripts/cluster_node.py" --port "$port" --cpus "$cpus_per_node" --gpus "$worker_gpus" \
+          --object-store-bytes "$store" --temp-dir "$temp_dir" --shares-files >"$state/node-$port.log" 2>&1 \
+          || { cat "$state/node-$port.log" >&2; return 1; }
+        grep '^\[ray-cluster\]' "$state/node-$port.log"
+      fi
+      ;;
+    *) echo "usage: $0 node stop | start | status" >&2; return 2 ;;
+  esac
 }
 
 can_isolate() {
@@ -136,8 +197,9 @@ can_isolate() {
 
 start_isolated_node() {
   # The worker node of a real cluster, on this machine: see the header. The venv is bound to a path outside the
-  # checkout, the course's editable install is blanked out, the checkout is covered; then the node starts.
-  local cpus=$((cpus_per_node * 2)) store
+  # checkout, the course's editable install is blanked out, the checkout is covered; then the node starts. Its folder
+  # ($1, default $node_dir) and log's name ($2, default node) tell it from the spare node that `node start` adds.
+  local cpus=$((cpus_per_node * 2)) store node_dir="${1:-$node_dir}" log="$state/${2:-node}-$port.log"
   store=$("$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import local_cluster; print(local_cluster.object_store_bytes())' "$root/scripts")
   mkdir -p "$node_dir" "$node_dir-venv"
   cp "$root/scripts/cluster_node.py" "$node_dir/cluster_node.py"
@@ -153,9 +215,9 @@ start_isolated_node() {
     cd "$node"
     exec "$view/bin/python" "$node/cluster_node.py" "$@"
   ' sh "$venv" "$node_dir-venv" "$root" "$node_dir" --port "$port" --cpus "$cpus" --gpus "$worker_gpus" \
-    --object-store-bytes "$store" --temp-dir "$node_dir" >"$state/node-$port.log" 2>&1 \
-    || { cat "$state/node-$port.log" >&2; return 1; }
-  grep '^\[ray-cluster\]' "$state/node-$port.log"
+    --object-store-bytes "$store" --temp-dir "$node_dir" >"$log" 2>&1 \
+    || { cat "$log" >&2; return 1; }
+  grep '^\[ray-cluster\]' "$log"
 }
 
 publish_shared_data() {
@@ -235,7 +297,11 @@ case "${1:-}" in
     echo "export RAY_ADDRESS=$RAY_ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0$shared_env"
     ;;
   stop) stop_cluster ;;
-  "") echo "usage: $0 start | stop | <command> [args...]" >&2; exit 2 ;;
+  node)
+    [ -n "$(cluster_pids)" ] || { say "no cluster of this checkout at $RAY_ADDRESS: start one first" >&2; exit 1; }
+    node_command "${2:-}"
+    ;;
+  "") echo "usage: $0 start | stop | node stop|start|status | <command> [args...]" >&2; exit 2 ;;
   *)
     check_free
     # Stop the cluster however the command ends; a second Ctrl-C does not cut the cleanup short.

@@ -201,6 +201,24 @@ def test_every_process_of_the_cluster_listens_on_loopback_only(cluster, tasks):
     assert not beyond_loopback(found), f"listening beyond 127.0.0.1: {beyond_loopback(found)}"
 
 
+ALIVE_NODES = "import ray; ray.init(); print(sum(n['Alive'] for n in ray.nodes()))"
+
+
+def test_the_worker_node_leaves_at_once_and_comes_back(cluster, tasks):
+    """`node stop` (lesson 02c's node that leaves): the head marks the node dead at once; `node start` brings it back,
+    sharing the checkout and the head's temp folder, as the cluster started it."""
+    assert run_script("node", "status", env=cluster).stdout.strip() == "up"
+    stopped = run_script("node", "stop", env=cluster)
+    assert stopped.returncode == 0 and "stopped a worker node" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert run_script("node", "status", env=cluster).stdout.strip() == "down"
+    assert run_on_cluster(ALIVE_NODES, cluster).stdout.strip() == "1"
+    started = run_script("node", "start", env=cluster)
+    assert started.returncode == 0 and "a worker node joined" in started.stdout, started.stdout + started.stderr
+    assert run_on_cluster(ALIVE_NODES, cluster).stdout.strip() == "2"
+    again = run_script("node", "start", env=cluster)
+    assert "already up" in again.stdout, again.stdout
+
+
 def test_a_cluster_started_by_hand_is_not_stopped_by_a_course_command(cluster):
     result = run_script("true", env=cluster, timeout=60)
     assert result.returncode != 0

@@ -229,6 +229,12 @@ def test_the_lesson_reads_its_sources_and_runs_a_forward_pass(reader: Reader, no
     elif notebook in ("02_ray_train_finetune", "02b_fault_tolerance"):
         beans_batch(facts)
         ran_on_a_worker_node(facts, reader)
+    elif notebook == "02c_debugging":
+        cifar10(facts)
+        worker = facts["worker"]
+        assert worker["rows"] == BUDGET.debug.train_size and worker["images"] == [8, 3, 32, 32], worker
+        assert worker["logits"] == [8, 10] and set(worker["labels"]) <= set(range(10)), worker
+        ran_on_a_worker_node(worker, reader)
     elif notebook == "03_ray_data":
         hub_listing(facts)
         folders = {"/".join(folder.split("/")[-2:]): n for folder, n in facts["listed"]["imagenette"].items()}

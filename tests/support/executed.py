@@ -90,6 +90,20 @@ EXPLAINED = {
     re.compile(r"No available node types can fulfill resource request"): "can fulfill resource request",
     # Ray Data, as a dataset stopped once it had the rows asked for cancels its tasks still running (03)
     re.compile(r"Unhandled error \(suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'\)"): "Unhandled error (suppress with",
+    # Ray Train, as a collective waits for ranks that have not come (02c sets the interval low to show a hang): four
+    # lines each interval
+    re.compile(r"`ray\.train\.report` has not been called by all \d+ workers"): "has not been called by all",
+    re.compile(r"The workers have been waiting for [\d.]+ s for the following ranks to join"): (
+        "has not been called by all"
+    ),
+    re.compile(r"Also ensure that workers are not hanging on other operations"): "has not been called by all",
+    # the last line of the timeout's error, under its traceback (02c)
+    re.compile(r"You can set the timeout with the RAY_TRAIN_COLLECTIVE_TIMEOUT_S environment variable"): (
+        "BroadcastCollectiveTimeoutError"
+    ),
+    re.compile(r"You can set the RAY_TRAIN_COLLECTIVE_WARN_INTERVAL_S environment variable to change the frequency"): (
+        "has not been called by all"
+    ),
     # Serve's controller, stopped by serve.shutdown() while the notebook's process listened to it (06)
     re.compile(r"Task ServeController\.listen_for_change failed"): "ServeController.listen_for_change failed",
     re.compile(r"Task ServeController\.graceful_shutdown failed"): "ServeController.graceful_shutdown failed",
@@ -111,6 +125,10 @@ WITH_TRACEBACK = {
 FAILURE = re.compile(r"^Error in training function:$")
 FAILURE_PHRASE = "Error in training function"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")  # the last line of a traceback
+# what follows an exception line where the traceback goes on: a chained exception's, or the remote traceback that a
+# RayTaskError's message holds (its frames indented, under a `ray::Actor.method()` line): 02c's collective timeout
+CHAINED = re.compile(r"^(The above exception was the direct cause|During handling of the above exception|\s|ray::)")
+FRAME = re.compile(r'^\s*File "')  # a traceback's frame: its path may hold "futures", which is not a warning
 RAYLET = "(raylet) "  # how Ray prefixes a line a raylet forwards to the driver (output_lines has removed its colour)
 # Lines of Ray's own processes about the cluster, not about the lesson's code, that any lesson attached to Ray may
 # receive: each lesson's "Lines you may see" names them (its markdown holds the phrase given here), as for EXPLAINED.
@@ -238,6 +256,8 @@ def warnings(lines: list[str]) -> list[str]:
     """Warning lines, except those listed in ``NOT_OURS`` (and the source line Python prints under one)."""
     found = []
     for before, line in zip(["", *lines[:-1]], lines, strict=False):
+        if FRAME.match(RAY_PREFIX.sub("", line)):
+            continue
         if WARNING.search(line) and not any(key in line or key in before for key in NOT_OURS):
             found.append(line)
     return found
@@ -301,12 +321,14 @@ def stderr_problems(notebook: dict) -> list[str]:
                     )
                 print(f"cell {index}: a Ray worker crashed and Ray went on: {text[:160]!r}")
                 continue
-            in_traceback = False
+            in_traceback = ended_one = False
             for line in (line for line in text.splitlines() if RAY_PREFIX.sub("", line).strip()):
                 plain = RAY_PREFIX.sub("", line)
-                if in_traceback:
-                    in_traceback = not EXCEPTION_LINE.match(plain.removeprefix(RAYLET))
+                if in_traceback or (ended_one and CHAINED.match(plain)):
+                    ended_one = bool(EXCEPTION_LINE.match(plain.removeprefix(RAYLET)))
+                    in_traceback = not ended_one
                     continue
+                ended_one = False
                 if FAILURE.match(plain):
                     in_traceback = True
                     phrase = FAILURE_PHRASE

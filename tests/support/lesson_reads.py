@@ -164,6 +164,28 @@ def cifar_loader_forward(loaders: Callable, loop_config: dict) -> Facts:
     }
 
 
+def debug_share_forward(small_cnn: Callable, uri: str, size: int) -> Facts:
+    """Notebook 02c's training data and model, on a worker: the first ``size`` images of the train split from S3,
+    normalised as its ``my_share`` does, and its ``small_cnn``'s forward pass on 8 of them."""
+    import torch
+
+    from helpers.cifar import load_split, normalize
+
+    images, labels = load_split(uri, "train", size)
+    pixels = torch.from_numpy(normalize(images[:8]))
+    with torch.no_grad():
+        logits = small_cnn()(pixels)
+    return {"rows": len(labels), "images": shape(pixels), "labels": labels[:8].tolist(), "logits": shape(logits)}
+
+
+def read_02c(sources: Any, budget: Any) -> Facts:
+    """CIFAR-10's parquet on S3, read on a worker as notebook 02c's runs read it, with its small CNN's forward pass."""
+    from lesson_code import from_notebook
+
+    small_cnn = from_notebook("02c_debugging", "small_cnn")
+    return {"worker": on_worker(debug_share_forward, small_cnn, sources.cifar10, budget.debug.train_size)}
+
+
 def tune_trial_forward(train_and_valid: Callable, uri: str, architecture: dict, batch_size: int) -> Facts:
     """Notebook 07's ``train_trial`` up to training: its ``train_and_valid`` from S3 on the worker, the ViT, one
     forward pass on the first batch."""
@@ -380,6 +402,7 @@ READERS: dict[str, Callable[[Any, Any], Facts]] = {
     "01_local_finetune": read_01,
     "02_ray_train_finetune": read_02,
     "02b_fault_tolerance": read_02,  # its train_func reads as 02's does
+    "02c_debugging": read_02c,
     "03_ray_data": read_03,
     "04_cifar10_pytorch_to_ray": read_04,
     "05_data_loading_playbook": read_05,

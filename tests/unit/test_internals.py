@@ -246,6 +246,23 @@ def test_a_local_run_resumes_from_the_checkpoint_put_where_local_mode_keeps_it(t
     assert trainer.fit().return_value == f"None, {tmp_path}", review(entry)
 
 
+def test_local_mode_says_the_world_size_and_rank_pretended():
+    from ray.train import RunConfig, ScalingConfig, get_context
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    entry = "LocalTrainContext.world_size"
+
+    def train_func() -> tuple:
+        before = get_context().get_world_size(), get_context().get_world_rank()
+        undo = internals.pretend_local_world(2, 1)
+        pretended = get_context().get_world_size(), get_context().get_world_rank()
+        undo()
+        return before, pretended, (get_context().get_world_size(), get_context().get_world_rank())
+
+    trainer = DataParallelTrainer(train_func, scaling_config=ScalingConfig(num_workers=0), run_config=RunConfig())
+    assert trainer.fit().return_value == ((1, 0), (2, 1), (1, 0)), review(entry)
+
+
 def test_a_workers_reports_wait_in_its_result_queue_until_the_controllers_poll_takes_them():
     import dataclasses
 
