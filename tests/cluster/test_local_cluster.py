@@ -223,7 +223,7 @@ def test_a_cluster_started_by_hand_is_not_stopped_by_a_course_command(cluster):
     result = run_script("true", env=cluster, timeout=60)
     assert result.returncode != 0
     assert "already running" in result.stderr and "COURSE_RAY_PORT" in result.stderr
-    assert run_on_cluster("import ray; ray.init(); print(len(ray.nodes()))", cluster).stdout.strip() == "2"
+    assert run_on_cluster(ALIVE_NODES, cluster).stdout.strip() == "2"
 
 
 def test_a_busy_port_names_the_setting(tmp_path):
