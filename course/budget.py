@@ -254,8 +254,8 @@ _CPU = Budget(
         timeout_s=12,
         checkpoint_every=5,
         steps_per_phase=20,
-        resize_interval_s=5.0,
-        start_timeout_s=15,
+        resize_interval_s=2.0,
+        start_timeout_s=6,
         phase_limit_s=180,
     ),
     dogs=DogsBudget(
@@ -373,8 +373,11 @@ SMOKE_KNOBS: dict[str, dict] = {
     # 02b's worker dies at step 20, 4 steps after its 2nd checkpoint (at 2 steps' distance the checkpoint was not yet
     # registered when the worker died, and the run resumed from the 1st), and the run resumes from step 16 to 24
     "beans": dict(train_steps=24, batch_size=8, eval_steps=8, local_steps=2),
-    # the same hang, timeout and resizes (each world size still reports a checkpoint), on fewer images
-    "debug": dict(train_size=256, valid_size=128, epochs=1, steps_per_phase=6, checkpoint_every=3),
+    # the same hang, cut short sooner, and the same resizes (each world size still reports a checkpoint), on fewer
+    # images and steps
+    "debug": dict(
+        train_size=256, valid_size=128, epochs=1, warn_interval_s=3, timeout_s=6, steps_per_phase=4, checkpoint_every=2
+    ),
     "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
     "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
     "playbook": dict(
