@@ -120,7 +120,7 @@ test: data ## everything: lint, format, unit tests, a cluster whose worker node 
 	$(STEP) "the first session" -- env COURSE_RAY_ISOLATED_NODE=1 $(CLUSTER) $(BIN)/pytest -p no:cacheprovider \
 	  $(if $(MARK),-m "$(MARK)") --ignore=tests/site --ignore=tests/hosted tests
 	@# One lesson alone on a stand-in of a hosted runtime (tests/hosted), with no cluster on the machine: its Ray is
-	@# the one its notebook starts. 5: MARK selected none of its tests.
+	@# the one its notebook starts; and 02c on one node, where no node can leave. 5: MARK selected none of its tests.
 	$(STEP) "the hosted-runtime test" -- $(BIN)/pytest -p no:cacheprovider $(if $(MARK),-m "$(MARK)") tests/hosted \
 	  || [ $$? = 5 ]
 	@# The site, from the notebooks just executed, checked in Chromium (tests/site; skipped without Chromium). 5: MARK

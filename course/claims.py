@@ -18,13 +18,17 @@ class Claim:
     A speed-up says what it times (``speedup_of``): ``"waiting"`` where sleeps stand for waits on something outside (a
     bucket, a remote call), which overlap however few cores there are, and the lesson's text names the wait;
     ``"computing"`` where the work is real, which gains at most as many times as the machine has cores. Other claims
-    (counts, accuracies) leave it None."""
+    (counts, accuracies) leave it None.
+
+    A claim about a section that some runs rightly skip (02c's node that leaves, on one node) says where
+    (``absent_where``): ``make run``'s report names it as not measured there, rather than as a claim that fails."""
 
     says: str  # the effect, as the lesson's text names it
     larger: str  # a figure of the lesson's record
     factor: float
     smaller: str | None = None  # another figure of the record
     speedup_of: str | None = None  # "waiting" (sleeps), "computing" (real work), or None: not a speed-up
+    absent_where: str | None = None  # where a run rightly records none of its figures (a section it skips there)
 
     def __post_init__(self) -> None:
         if self.speedup_of not in SPEEDUPS_OF:
@@ -32,6 +36,13 @@ class Claim:
 
     def holds(self, figures: dict[str, float]) -> bool:
         return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
+
+    def not_measured(self, figures: dict[str, float]) -> str | None:
+        """Why a run that recorded ``figures`` could not measure this claim (``absent_where``, where none of its
+        figures is there), or None. A claim without ``absent_where`` is always measured: a figure missing is a fault
+        (:meth:`problem`)."""
+        names = [name for name in (self.larger, self.smaller) if name]
+        return self.absent_where if self.absent_where and not any(n in figures for n in names) else None
 
     def problem(self, figures: dict[str, float]) -> str | None:
         """Why the claim does not hold on a run's ``figures`` (a figure it did not record, or the figures), or None."""

@@ -65,6 +65,10 @@ STOPPED_PHRASE = "SystemExit: 1"
 # on a pink background, as if something went wrong, so the notebook says in a sentence what each such line means: its
 # markdown holds the phrase given here. Anything else on stderr is a finding.
 EXPLAINED = {
+    # Ray, as it starts a runtime of its own (one node, as on Colab): 2.60 turns its token authentication on and says so
+    re.compile(r"authentication_token_setup\.py:\d+ -- Token authentication is enabled for this Ray cluster"): (
+        "Token authentication is enabled"
+    ),
     # Ray Train's local mode (notebook 02): the function runs in the notebook's process, whose logger says so, and
     # logs each report there (a worker's logs would keep them)
     re.compile(r"INFO config\.py:\d+ -- Running in local mode\."): "Running in local mode",

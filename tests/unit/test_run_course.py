@@ -3,6 +3,7 @@ are each a row that says so, the executed copy is saved, and the exit code is no
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -108,6 +109,18 @@ def test_make_run_ends_with_the_claims_of_the_lessons_that_ran_at_the_course_siz
     assert not held and "claims: 0 of 2 hold" in report
     assert "does not hold: a_toy: tasks beat the loop: speedup >= 1.5" in report
     assert "it recorded no b" in report
+    one_node = dataclasses.replace(toy, claims=(*toy.claims, claims.Claim("c", "c", 1.0, absent_where="on one node")))
+    report, held = run_course.claims_report(
+        {"a_toy.ipynb": course | {"figures": {"speedup": 3.0, "a": 1, "b": 3}}}, [one_node]
+    )
+    assert held and report.splitlines() == [
+        "claims: 2 of 2 hold (course.lessons)",
+        "  not measured: a_toy: c: c >= 1 (on one node)",
+    ]
+    report, held = run_course.claims_report(
+        {"a_toy.ipynb": course | {"figures": {"speedup": 3.0, "a": 1, "b": 3, "c": 0}}}, [one_node]
+    )
+    assert not held and "does not hold: a_toy: c: c >= 1" in report  # recorded, it is held to its claim
     smoke = {"a_toy.ipynb": {"run": {"size": "smoke"}, "figures": {"speedup": 1.0}}}
     assert run_course.claims_report(smoke, [toy]) == (
         "claims: none checked (no lesson with claims ran at the course size)",
