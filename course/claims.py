@@ -37,16 +37,20 @@ class Claim:
     def holds(self, figures: dict[str, float]) -> bool:
         return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
 
+    def figure_names(self) -> list[str]:
+        """The figures of the record it reads."""
+        return [name for name in (self.larger, self.smaller) if name]
+
     def not_measured(self, figures: dict[str, float]) -> str | None:
         """Why a run that recorded ``figures`` could not measure this claim (``absent_where``, where none of its
         figures is there), or None. A claim without ``absent_where`` is always measured: a figure missing is a fault
         (:meth:`problem`)."""
-        names = [name for name in (self.larger, self.smaller) if name]
-        return self.absent_where if self.absent_where and not any(n in figures for n in names) else None
+        absent = not any(name in figures for name in self.figure_names())
+        return self.absent_where if self.absent_where and absent else None
 
     def problem(self, figures: dict[str, float]) -> str | None:
         """Why the claim does not hold on a run's ``figures`` (a figure it did not record, or the figures), or None."""
-        missing = [name for name in (self.larger, self.smaller) if name and name not in figures]
+        missing = [name for name in self.figure_names() if name not in figures]
         if missing:
             return f"it recorded no {', '.join(missing)}"
         return None if self.holds(figures) else f"the figures are {figures}"

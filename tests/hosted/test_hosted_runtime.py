@@ -16,13 +16,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 from nbclient import NotebookClient
 
@@ -79,27 +76,8 @@ def checkout_copy(folder: Path) -> Path:
     return folder
 
 
-def runtime_processes(venv: Path) -> list[psutil.Process]:
-    """Processes still running from the runtime's venv (its kernel, its Ray)."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        if any(str(venv) in part for part in process.info["cmdline"] or ()):
-            found.append(process)
-    return found
-
-
-@pytest.fixture
-def ray_temp_dir() -> Iterator[str]:
-    """A Ray temp folder of the runtime's own, empty, as on a hosted runtime: `ray.init()` with no address attaches to
-    the cluster its temp folder names (ray_current_cluster: a cluster started on this machine writes /tmp/ray's), so
-    the lesson starts its own Ray whatever else runs here. Short: Ray's sockets are in it (107 bytes a path)."""
-    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_and_runs(
-    tmp_path, monkeypatch, ray_temp_dir
+    tmp_path, monkeypatch, ray_temp_dir, left_running
 ):
     started = time.monotonic()
     venv = tmp_path / "runtime"
@@ -138,8 +116,6 @@ def test_a_lesson_opened_alone_installs_the_course_leaves_the_runtime_as_it_was_
 
     again = run(python, "-c", links.install_cell(links.repository_url()), cwd=lesson)
     assert again.stdout == "" and installed(python) == after, "a second run of the install cell installed something"
-    deadline = time.monotonic() + 30
-    while runtime_processes(venv) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not runtime_processes(venv), f"left running: {[p.info['cmdline'][:3] for p in runtime_processes(venv)]}"
+    left = left_running(venv)
+    assert not left, f"left running: {[p.info['cmdline'][:3] for p in left]}"
     print(f"hosted runtime: prepared in {prepared_s:.0f} s, {NOTEBOOK} installed and ran in {ran_s:.0f} s")

@@ -6,12 +6,9 @@ Here, with no cluster on the machine (the hosted-runtime step of `make test`), a
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-import psutil
 import pytest
 from executed import headline_problem, problems
 
@@ -26,25 +23,21 @@ ELASTIC_FIGURES = ("world_size_before_leaving", "least_world_size", "last_world_
 pytestmark = pytest.mark.notebook
 
 
-def test_02c_on_one_node_skips_the_node_that_leaves_and_says_why(tmp_path, monkeypatch):
-    ray_temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's sockets are in it; nor another cluster's
-    try:
-        for name in [name for name in run_course.kernel_env() if name.startswith(("COURSE_", "RAY_"))]:
-            monkeypatch.delenv(name, raising=False)  # no cluster's address, nor its settings
-        monkeypatch.setenv("RAY_TMPDIR", ray_temp)
-        monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path / "results"))
-        outcome = run_course.execute(NOTEBOOK, tmp_path, env={"COURSE_SMOKE": "1"})
-        assert outcome.ok, outcome.status
-        executed = (tmp_path / NOTEBOOK.name).read_text()
-        assert "This Ray runs on one node" in executed and "The cells below skip it here" in executed
-        assert not problems(NOTEBOOK, tmp_path), problems(NOTEBOOK, tmp_path)
-        record = results.read(NOTEBOOK.stem, tmp_path / "results")
-        assert not headline_problem(record) and not set(ELASTIC_FIGURES) & set(record["figures"]), record
-        assert record["figures"]["timeout_errors"] >= 1, record  # the sections before it ran as on the cluster
-        course_size = {f"{NOTEBOOK.name}": record | {"run": record["run"] | {"size": "course"}}}
-        report, held = run_course.claims_report(course_size)
-        assert held and report.count("  not measured: 02c_debugging:") == 3, report
-        left = [p for p in psutil.process_iter(["cmdline"]) if any(ray_temp in a for a in p.info["cmdline"] or ())]
-        assert not left, f"left running: {[p.info['cmdline'][:2] for p in left]}"
-    finally:
-        shutil.rmtree(ray_temp, ignore_errors=True)
+def test_02c_on_one_node_skips_the_node_that_leaves_and_says_why(tmp_path, monkeypatch, ray_temp_dir, left_running):
+    for name in [name for name in run_course.kernel_env() if name.startswith(("COURSE_", "RAY_"))]:
+        monkeypatch.delenv(name, raising=False)  # no cluster's address, nor its settings
+    monkeypatch.setenv("RAY_TMPDIR", ray_temp_dir)  # nor another cluster on this machine to attach to
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path / "results"))
+    outcome = run_course.execute(NOTEBOOK, tmp_path, env={"COURSE_SMOKE": "1"})
+    assert outcome.ok, outcome.status
+    executed = (tmp_path / NOTEBOOK.name).read_text()
+    assert "This Ray runs on one node" in executed and "The cells below skip it here" in executed
+    assert not problems(NOTEBOOK, tmp_path), problems(NOTEBOOK, tmp_path)
+    record = results.read(NOTEBOOK.stem, tmp_path / "results")
+    assert not headline_problem(record) and not set(ELASTIC_FIGURES) & set(record["figures"]), record
+    assert record["figures"]["timeout_errors"] >= 1, record  # the sections before it ran as on the cluster
+    course_size = {NOTEBOOK.name: record | {"run": record["run"] | {"size": "course"}}}
+    report, held = run_course.claims_report(course_size)
+    assert held and report.count("  not measured: 02c_debugging:") == 3, report
+    left = left_running(ray_temp_dir)
+    assert not left, f"left running: {[p.info['cmdline'][:2] for p in left]}"
