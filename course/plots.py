@@ -91,16 +91,20 @@ def load_test_comparison(summaries: dict[str, dict[str, float]]) -> Figure:
     return fig
 
 
-def elastic_run(steps: Sequence[tuple[float, int, int, int]], began: float, events: dict[str, float]) -> Figure:
+def elastic_run(
+    steps: Sequence[tuple[float, int, int, int]], began: float, events: dict[str, float], gap_s: float = 2.0
+) -> Figure:
     """An elastic run over time (notebook 02c), from rank 0's steps ``(time, rank, world size, step)``: its world size
-    above, its steps per second below (over windows of 2 s), with each of ``events`` (a name, a time) marked."""
+    above, a line through each stretch of steps and none across a restart (a pause of over ``gap_s``, or a new world
+    size), its steps per second below (over windows of 2 s), with each of ``events`` (a name, a time) marked."""
     rows = pd.DataFrame(steps, columns=["time", "rank", "world_size", "step"])
-    rows = rows[rows["rank"] == 0].assign(seconds=lambda r: r["time"] - began)
+    rows = rows[rows["rank"] == 0].sort_values("time").assign(seconds=lambda r: r["time"] - began)
     window = 2.0
     rate = rows.groupby((rows["seconds"] // window) * window).size() / window
     fig, (ax_size, ax_rate) = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True)
-    ax_size.step(rows["seconds"], rows["world_size"], where="post", color="tab:blue")
-    ax_size.plot(rows["seconds"], rows["world_size"], ".", color="tab:blue")
+    restarted = (rows["world_size"].diff() != 0) | (rows["seconds"].diff() > gap_s)
+    for _, stretch in rows.groupby(restarted.cumsum()):
+        ax_size.plot(stretch["seconds"], stretch["world_size"], ".-", color="tab:blue")
     ax_size.set(ylabel="world size", yticks=[0, 1, 2], ylim=(0, 2.5), title="An elastic run: a node leaves, comes back")
     ax_rate.bar(rate.index + window / 2, rate.values, width=window * 0.9, color="tab:orange")
     ax_rate.set(xlabel="seconds since the run started", ylabel="steps per second")
