@@ -27,8 +27,10 @@ ASHA's settings                    Ray 2.60.0    ``AsyncHyperBandScheduler`` kee
   exercises.ray_tune                             ``_mode``, ``_time_attr``, ``_reduction_factor``, ``_brackets`` (one
                                                  per bracket) and ``_stop_last_trials``; no public reading exists
 get_train_fn_utils                 Ray 2.60.0    ``ray.train.v2._internal.execution.train_fn_utils``: the worker's
-  exercises.fault_tolerance                      ``TrainFnUtils``, whose ``get_checkpoint`` every public spelling of
-                                                 ``ray.train.get_checkpoint`` ends in
+  exercises.fault_tolerance,                     ``TrainFnUtils``, whose ``get_checkpoint`` every public spelling of
+  exercises.train_runs                           ``ray.train.get_checkpoint`` ends in, and whose ``report`` every
+                                                 spelling of ``ray.train.report`` ends in, called with keywords
+                                                 (``metrics=``, ``checkpoint=``): :func:`watch_reports`
 LocalTrainFnUtils._last_checkpoint Ray 2.60.0    local mode (``num_workers=0``) keeps the last reported checkpoint
   exercises.fault_tolerance                      there and returns it from ``get_checkpoint``; a local run has no
                                                  other way to start from one (:func:`resume_local_run`)
@@ -102,6 +104,28 @@ def resume_local_run(checkpoint: Any) -> None:
     if not hasattr(utils, "_last_checkpoint"):
         raise RuntimeError(f"{type(utils).__name__} keeps no _last_checkpoint: not Ray 2.60's local mode")
     utils._last_checkpoint = checkpoint
+
+
+def watch_reports(wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> Callable[[], None]:
+    """In a Ray Train worker, or inside a local-mode run: every ``ray.train.report`` of this process goes through
+    ``wrap(report)`` from now on, however the learner's code imported it (``ray.train.report``, ``from ray.train
+    import report``, ``import ray.train as train``): each spelling ends in this process's ``TrainFnUtils.report``,
+    which Ray Train keeps per process (``set_train_fn_utils``). ``wrap`` gets that bound method and returns its
+    stand-in, called as Ray calls it, ``report(metrics=..., checkpoint=..., **options)``. Returns the undo."""
+    utils = __getattr__("get_train_fn_utils")()
+    if not callable(getattr(utils, "report", None)):
+        raise RuntimeError(f"{type(utils).__name__} has no report: not Ray 2.60's TrainFnUtils")
+    had_own = "report" in vars(utils)  # a watch already in place (nested): put it back as it was
+    before = vars(utils).get("report")
+    utils.report = wrap(utils.report)
+
+    def undo() -> None:
+        if had_own:
+            utils.report = before
+        else:
+            vars(utils).pop("report", None)
+
+    return undo
 
 
 def pretend_local_world(world_size: int, world_rank: int) -> Callable[[], None]:

@@ -191,7 +191,9 @@ def run_watched(
     kept: Kept | None = None,
 ) -> None:
     """Run the learner's Ray Train function on this worker with its ``ray.train.report`` calls counted in
-    ``reports`` (a ``Reports`` actor). A watchdog stops this worker (its process ends, as a lost machine's would)
+    ``reports`` (a ``Reports`` actor), however the function imported ``report`` (the count is made in Ray Train's own
+    per-process ``TrainFnUtils``: ``course.internals.watch_reports``). A watchdog stops this worker (its process ends,
+    as a lost machine's would)
     when it waits at a report that another worker will never reach, or when it runs past ``limit_s``: the run then
     fails, and the check reads why from ``reports``. ``before_report(metrics)`` runs before each report (02b's
     crash); ``measure()`` adds what the check measured to each call's entry (04.2's batch losses).
@@ -206,33 +208,36 @@ def run_watched(
     import ray
     import ray.train
 
+    from course.internals import watch_reports  # Ray Train's per-process TrainFnUtils: an entry of course.internals
+
     rank = ray.train.get_context().get_world_rank()
     worker = f"{attempt}/{rank}"
     if not call(reports, "begin", worker):  # an earlier attempt was stopped: no second wait
         raise RuntimeError("the check stopped this run")
-    real = ray.train.report
     now = {"calls": 0, "in_report": False, "since": 0.0}
 
-    def report(metrics: Any, *args: Any, **kwargs: Any) -> None:
-        now["calls"] += 1
-        checkpoint = kwargs.get("checkpoint", args[0] if args else None)
-        entry: dict[str, Any] = {"checkpoint": checkpoint is not None}
-        if isinstance(metrics, dict) and isinstance(metrics.get("loss"), int | float):
-            entry["loss"] = float(metrics["loss"])
-        call(reports, "called", worker, entry | (measure() if measure else {}))
-        if before_report is not None and isinstance(metrics, dict):
-            before_report(metrics)
-        if kept is not None and checkpoint is not None:
-            checkpoint = kept.keep(checkpoint, {**metrics, "attempt": attempt} if isinstance(metrics, dict) else {})
-            if args:
-                args = (checkpoint, *args[1:])
-            else:
-                kwargs["checkpoint"] = checkpoint
-        now["in_report"], now["since"] = True, time.monotonic()
-        try:
-            real({**metrics, "attempt": attempt} if isinstance(metrics, dict) else metrics, *args, **kwargs)
-        finally:
-            now["in_report"] = False
+    def watched(real: Callable[..., None]) -> Callable[..., None]:
+        """Ray Train's own ``report`` of this process, counted: every spelling of ``ray.train.report`` ends here."""
+
+        def report(metrics: Any, checkpoint: Any = None, **options: Any) -> None:
+            now["calls"] += 1
+            entry: dict[str, Any] = {"checkpoint": checkpoint is not None, "metrics": plain_metrics(metrics)}
+            if isinstance(metrics, dict) and isinstance(metrics.get("loss"), int | float):
+                entry["loss"] = float(metrics["loss"])
+            call(reports, "called", worker, entry | (measure() if measure else {}))
+            if before_report is not None and isinstance(metrics, dict):
+                before_report(metrics)
+            if isinstance(metrics, dict):
+                metrics = {**metrics, "attempt": attempt}
+            if kept is not None and checkpoint is not None:
+                checkpoint = kept.keep(checkpoint, metrics)
+            now["in_report"], now["since"] = True, time.monotonic()
+            try:
+                real(metrics=metrics, checkpoint=checkpoint, **options)
+            finally:
+                now["in_report"] = False
+
+        return report
 
     ended = threading.Event()
 
@@ -248,13 +253,20 @@ def run_watched(
 
     if kept is None:
         threading.Thread(target=watch, daemon=True).start()
-    ray.train.report = report
+    undo = watch_reports(watched)
     try:
         learner(loop_config)
     finally:
-        ray.train.report = real
+        undo()
         ended.set()
         call(reports, "end", worker)
+
+
+def plain_metrics(metrics: Any) -> dict[str, Any]:
+    """The numbers and strings of a report's metrics, as a check keeps them (a model or a tensor is left out)."""
+    if not isinstance(metrics, dict):
+        return {}
+    return {str(name): value for name, value in metrics.items() if isinstance(value, int | float | str | bool)}
 
 
 def stopped_finding(stopped: list[dict], limit_s: float) -> str:

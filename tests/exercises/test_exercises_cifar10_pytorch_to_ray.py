@@ -420,16 +420,26 @@ def test_a_worker_waiting_at_a_report_that_another_worker_never_reaches_is_found
     assert "after 150 s" in late and "in its call number 1" in late
 
 
-def shard_trainer(prepare=True, column="image", unwrap="hasattr", once=False, rank_zero_only=False):
+def shard_trainer(
+    prepare=True, column="image", unwrap="hasattr", once=False, rank_zero_only=False, spelling="ray.train"
+):
     """A 04.2 answer as the lesson writes it, or broken by one switch: no ``prepare_model``, a column the data does
     not have, ``model.module`` (DDP's wrapper) saved, the pairs made once before the epoch loop, rank 0 alone
-    reporting."""
+    reporting. ``spelling``: how it calls Ray Train, ``ray.train.report``, or with the names imported before the
+    check runs (``from ray.train import report``, as a cell's imports are), or ``import ray.train as train``."""
     import os
     import tempfile
 
     import ray.train
+    import ray.train as train
     import ray.train.torch
-    from ray.train import Checkpoint
+    from ray.train import Checkpoint, get_context, get_dataset_shard, report
+
+    calls = {
+        "ray.train": ray.train,
+        "from ray.train import": SimpleNamespace(get_context=get_context, get_dataset_shard=get_dataset_shard),
+        "import ray.train as train": train,
+    }[spelling]
 
     from helpers.loops import WEIGHTS_FILE, train_epoch
 
@@ -437,8 +447,8 @@ def shard_trainer(prepare=True, column="image", unwrap="hasattr", once=False, ra
         model = loop_config["make_model"]()
         model = ray.train.torch.prepare_model(model) if prepare else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=loop_config["lr"])
-        shard = ray.train.get_dataset_shard("train")
-        rank = ray.train.get_context().get_world_rank()
+        shard = calls.get_dataset_shard("train")
+        rank = calls.get_context().get_world_rank()
         made_once = ((b[column], b["label"]) for b in shard.iter_torch_batches(batch_size=loop_config["batch_size"]))
         for _ in range(loop_config["epochs"]):
             batches = shard.iter_torch_batches(batch_size=loop_config["batch_size"])
@@ -452,7 +462,10 @@ def shard_trainer(prepare=True, column="image", unwrap="hasattr", once=False, ra
                     saved = model.module if unwrap == "module" else getattr(model, "module", model)
                     torch.save(saved.state_dict(), os.path.join(folder, WEIGHTS_FILE))
                     checkpoint = Checkpoint.from_directory(folder)
-                ray.train.report({"loss": loss}, checkpoint=checkpoint)
+                if spelling == "from ray.train import":
+                    report({"loss": loss}, checkpoint=checkpoint)  # the name bound before the check began
+                else:
+                    calls.report({"loss": loss}, checkpoint=checkpoint)
 
     return train_from_shard
 
@@ -489,6 +502,8 @@ def test_the_ray_train_exercise_judges_in_local_mode_first(monkeypatch):
     problem = cifar10_pytorch_to_ray._problem()
     assert cifar10_pytorch_to_ray._judge_locally(shard_trainer(unwrap="module"), problem) is None
     assert cifar10_pytorch_to_ray._judge_locally(shard_trainer(), problem) is None
+    for spelling in ("from ray.train import", "import ray.train as train"):  # every import style is watched
+        assert cifar10_pytorch_to_ray._judge_locally(shard_trainer(spelling=spelling), problem) is None, spelling
     ray.shutdown()
 
 

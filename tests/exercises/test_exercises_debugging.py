@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import ray.train
-from ray.train import Checkpoint
+import ray.train as train
+from ray.train import Checkpoint, get_checkpoint, get_context, report
 
 from course.exercises import debugging
 
@@ -117,6 +118,31 @@ def test_check_timeout_refuses_with_a_message_that_teaches(answer, teaches):
     assert TIMEOUT not in os.environ  # the check puts back what the learner's code left
 
 
+def fit_swallowing_the_error(trainer, timeout_s):
+    try:
+        return fit_with_finally(trainer, timeout_s)
+    except Exception:  # the run's error caught: the caller gets None
+        return None
+
+
+def fit_wrapping_the_error(trainer, timeout_s):
+    try:
+        return fit_with_finally(trainer, timeout_s)
+    except Exception as error:
+        raise RuntimeError("the run failed fast") from error  # a right answer: the run's error is the cause
+
+
+def test_check_timeout_accepts_the_runs_error_passed_on_as_a_cause():
+    verdict = debugging.check_timeout(fit_wrapping_the_error)
+    assert verdict.done, verdict.message
+
+
+def test_check_timeout_refuses_a_function_that_swallows_the_runs_error():
+    verdict = debugging.check_timeout(fit_swallowing_the_error)
+    assert not verdict.done
+    assert "returned None instead of passing on the run's error" in verdict.message, verdict.message
+
+
 def test_check_timeout_says_not_done_for_the_untouched_exercise():
     def fit_failing_fast(trainer, timeout_s):
         raise NotImplementedError
@@ -206,7 +232,71 @@ def elastic_no_checkpoint(loop_config):
         ray.train.report({"step": step, "rows": rows})
 
 
-@pytest.mark.parametrize("answer", [elastic_right, elastic_checkpoint_on_every_rank])
+def elastic_imported_by_name(loop_config):  # the names bound when this module was imported, as a cell's imports are
+    context = get_context()
+    start, checkpoint = 1, get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            start = int(Path(folder, "step.txt").read_text()) + 1
+    rows = loop_config["global_batch"] // context.get_world_size()
+    for step in range(start, loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            saved = None
+            if context.get_world_rank() == 0:
+                Path(folder, "step.txt").write_text(str(step))
+                saved = Checkpoint.from_directory(folder)
+            report({"step": step, "rows": rows}, checkpoint=saved)
+
+
+def elastic_imported_as_train(loop_config):
+    context = train.get_context()
+    rows = loop_config["global_batch"] // context.get_world_size()
+    for step in range(_start(), loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            saved = None
+            if context.get_world_rank() == 0:
+                Path(folder, "step.txt").write_text(str(step))
+                saved = train.Checkpoint.from_directory(folder)
+            train.report({"step": step, "rows": rows}, checkpoint=saved)
+
+
+def elastic_checkpoint_every_second_step(loop_config):
+    context = ray.train.get_context()
+    rows = loop_config["global_batch"] // context.get_world_size()
+    for step in range(_start(), loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = None
+            if context.get_world_rank() == 0 and step % 2 == 0:  # as section 6 does: every checkpoint_every steps
+                Path(folder, "step.txt").write_text(str(step))
+                checkpoint = Checkpoint.from_directory(folder)
+            ray.train.report({"step": step, "rows": rows}, checkpoint=checkpoint)
+
+
+def elastic_every_second_step_resumed_one_late(loop_config):
+    context = ray.train.get_context()
+    rows = loop_config["global_batch"] // context.get_world_size()
+    for step in range(_start() + 1 if ray.train.get_checkpoint() else 1, loop_config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = None
+            if context.get_world_rank() == 0 and step % 2 == 0:
+                Path(folder, "step.txt").write_text(str(step))
+                checkpoint = Checkpoint.from_directory(folder)
+            ray.train.report({"step": step, "rows": rows}, checkpoint=checkpoint)
+
+
+def elastic_resumes_on_rank_0_only(loop_config):
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    rows = loop_config["global_batch"] // context.get_world_size()
+    start = _start() if rank == 0 else 1  # the mistake: rank 1 never reads the checkpoint
+    for step in range(start, loop_config["steps"] + 1):
+        _report(step, rows, rank)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [elastic_right, elastic_imported_by_name, elastic_imported_as_train, elastic_checkpoint_every_second_step],
+)
 def test_check_elastic_accepts_a_count_that_reads_the_world_size_and_resumes(answer):
     verdict = debugging.check_elastic(answer)
     assert verdict.done, verdict.message
@@ -222,6 +312,10 @@ def test_check_elastic_accepts_a_count_that_reads_the_world_size_and_resumes(ans
         (elastic_reports_on_rank_0_only, "as rank 1 of 2 your function reported nothing"),
         (elastic_reports_every_other_step_on_rank_1, "every rank reports once per step"),
         (elastic_no_checkpoint, "rank 0 attached no checkpoint"),
+        (elastic_checkpoint_on_every_rank, "rank 1 attached a checkpoint"),
+        (elastic_resumes_on_rank_0_only, "read `ray.train.get_checkpoint()` on every rank, not on rank 0 only"),
+        # every report is read, not only those with a checkpoint: steps 4 to 6 here, of a checkpoint of step 2
+        (elastic_every_second_step_resumed_one_late, "reported steps [4, 5, 6], restarted from a checkpoint of step 2"),
     ],
 )
 def test_check_elastic_refuses_with_a_message_that_teaches(answer, teaches):
