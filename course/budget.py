@@ -60,7 +60,7 @@ class DebugBudget(Checked):
     checkpoint_every: int  # section 6: rank 0 attaches a checkpoint every this many steps
     steps_per_phase: int  # section 6: steps trained at each world size (2, then 1, then 2) before the cell moves on
     resize_interval_s: float  # section 6: how often Ray Train looks for room for more workers (ScalingConfig)
-    start_timeout_s: int  # section 6: RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, a restart's wait for its workers' CPUs
+    start_timeout_s: int  # section 6: RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S, a restart's wait for its placement group
     phase_limit_s: int  # section 6: the longest a cell waits for its steps at one world size, then it ends the run
 
     def rules(self) -> list[tuple[str, bool, str]]:

@@ -69,8 +69,10 @@ READ_AT_IMPORT = {
 # Ray Train settings for a cluster on one machine (scripts/with-ray-cluster.sh exports the same):
 # `ray.train.report` returns in 0.2 s instead of 2 s, no preemption watcher (it looks for cloud
 # spot-instance notices, and kept half a CPU core busy on a 2-core laptop), and 5 minutes, not 60 s, for a worker
-# group to start: when notebook 07 starts two trials' trainers at once, 2 cores import torch in 8 processes, which
-# took over 60 s in a rehearsal (the controller then logs a WorkerGroupStartupTimeoutError and retries).
+# group's placement group (the CPUs reserved for its workers) to be ready: Ray 2.60 bounds that wait with it
+# (WorkerGroup's pg_handle.wait), not the workers' start. When notebook 07 starts two trials' trainers at once, one
+# group's CPUs wait for those the other trial holds, over 60 s in a rehearsal on 2 cores (the controller then logs a
+# WorkerGroupStartupTimeoutError and retries).
 ON_THIS_MACHINE = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
@@ -198,7 +200,8 @@ def init_ray(runtime_env: dict | None = None, require_shared: bool = True) -> di
         num_cpus=None if address else local_cpus(),
         runtime_env=job_runtime_env(runtime_env),
         ignore_reinit_error=True,
-        logging_level="WARNING",
+        # the `ray` loggers of this process, where local mode (num_workers=0) logs: its INFO lines with COURSE_VERBOSE=1
+        logging_level="INFO" if verbose() else "WARNING",
     )
     if require_shared:
         require_shared_paths()

@@ -182,7 +182,8 @@ LESSONS: tuple[Lesson, ...] = (
                 "local mode shows the bug sooner", "workers_failure_s", 2.0, "local_failure_s", speedup_of="computing"
             ),
             Claim("the timeout turned the hang into an error", "timeout_errors", 1.0),
-            Claim("the elastic run reported every step", "steps_reported", 1.0, "steps", absent_where=ONE_NODE),
+            # a resize's cost: the steps since the last checkpoint trained again, checkpoint_every at most per restart
+            Claim("a restart retrains few steps", "most_retrained", 1, "steps_retrained", absent_where=ONE_NODE),
             Claim(
                 "fewer when the node left", "world_size_before_leaving", 2.0, "least_world_size", absent_where=ONE_NODE
             ),

@@ -57,7 +57,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0  # keep 127.0.0.1 as it is (Ray would
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_TRAIN_HEALTH_CHECK_INTERVAL_S="${RAY_TRAIN_HEALTH_CHECK_INTERVAL_S:-0.2}"  # ray.train.report in 0.2 s, not 2 s
 export RAY_TRAIN_ENABLE_PREEMPTION_WATCHER="${RAY_TRAIN_ENABLE_PREEMPTION_WATCHER:-0}"  # no spot instances here
-export RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="${RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S:-300}"  # 2 cores start torch slowly
+export RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="${RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S:-300}"  # a placement group's wait for CPUs (course/cluster.py)
 # Ray Tune warns when its own bookkeeping of a report takes over 0.5 s ("... may be a performance bottleneck"): on a
 # laptop whose cores train several trials at once, it does, and the warning says nothing about the lesson. 5 s here.
 export TUNE_WARN_THRESHOLD_S="${TUNE_WARN_THRESHOLD_S:-5}"

@@ -230,6 +230,35 @@ def test_ray_trains_get_checkpoint_ends_in_the_workers_train_fn_utils():
         assert issubclass(utils, train_fn_utils.TrainFnUtils) and "get_checkpoint" in vars(utils), review(entry)
 
 
+def test_every_spelling_of_ray_train_report_goes_through_the_watch(tmp_path):
+    import ray.train
+    import ray.train as train
+    from ray.train import Checkpoint, RunConfig, ScalingConfig, report
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    entry = "get_train_fn_utils"
+    assert "get_train_fn_utils().report(" in inspect.getsource(ray.train.report), review(entry)
+    seen: list[tuple] = []
+
+    def watched(real):
+        def report_seen(metrics, checkpoint=None, **options):
+            seen.append((metrics["n"], checkpoint is not None))
+            real(metrics=metrics, checkpoint=checkpoint, **options)
+
+        return report_seen
+
+    def train_func() -> None:
+        undo = internals.watch_reports(watched)
+        report({"n": 1})  # bound when this test began, as a cell's imports are
+        train.report({"n": 2}, checkpoint=Checkpoint.from_directory(str(tmp_path)))
+        ray.train.report({"n": 3})
+        undo()
+        ray.train.report({"n": 4})  # after the undo: Ray Train's own, not seen
+
+    DataParallelTrainer(train_func, scaling_config=ScalingConfig(num_workers=0), run_config=RunConfig()).fit()
+    assert seen == [(1, False), (2, True), (3, False)], review(entry)
+
+
 def test_a_local_run_resumes_from_the_checkpoint_put_where_local_mode_keeps_it(tmp_path):
     from ray.train import Checkpoint, RunConfig, ScalingConfig, get_checkpoint
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
