@@ -30,9 +30,11 @@ def run_connect_cell() -> dict[str, Any]:
     return namespace
 
 
+@pytest.mark.parametrize("verbose", ["0", "1"], ids=["quiet", "verbose"])
 @pytest.mark.parametrize("address", [None, "127.0.0.1:6389"], ids=["alone", "on-the-course-cluster"])
-def test_notebook_00s_ray_init_is_the_call_init_ray_makes(address, monkeypatch):
+def test_notebook_00s_ray_init_is_the_call_init_ray_makes(address, verbose, monkeypatch):
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    os.environ["COURSE_VERBOSE"] = verbose  # the level of the `ray` loggers here, where local mode logs: INFO with 1
     if address:
         os.environ["RAY_ADDRESS"] = address
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", ray_constants.ENABLE_RAY_CLUSTER)  # both change it
@@ -44,6 +46,7 @@ def test_notebook_00s_ray_init_is_the_call_init_ray_makes(address, monkeypatch):
     lesson, helper = calls
     lesson_env, helper_env = dict(lesson.pop("runtime_env")), dict(helper.pop("runtime_env"))
     assert lesson == helper, "notebook 00's ray.init and init_ray's differ"
+    assert lesson["logging_level"] == ("INFO" if verbose == "1" else "WARNING")
     assert [Path(p).resolve() for p in lesson_env.pop("py_modules")] == [Path(p) for p in helper_env.pop("py_modules")]
     assert lesson_env == helper_env, "notebook 00's runtime env and course.cluster.job_runtime_env differ"
     assert lesson_env["env_vars"][cluster.config.DATA_DIR_ENV] == str(cluster.config.DATA_DIR)
