@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SPEEDUPS_OF = ("waiting", "computing", None)  # what a speed-up claim times (Claim.speedup_of)
+# What a speed-up claim times (Claim.speedup_of), in the words `make run`'s claims report prints for each kind it shows
+SPEEDUPS_OF: dict[str, str] = {
+    "waiting": "sleeps that stand for waits on something outside, which overlap however few cores there are",
+    "computing": "real work, which gains at most as many times as the machine has cores",
+    "start-up": (
+        "the fixed cost before the function runs on Ray Train's workers (the controller, the worker processes "
+        "importing torch, the process group), which local mode skips"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -17,8 +25,11 @@ class Claim:
 
     A speed-up says what it times (``speedup_of``): ``"waiting"`` where sleeps stand for waits on something outside (a
     bucket, a remote call), which overlap however few cores there are, and the lesson's text names the wait;
-    ``"computing"`` where the work is real, which gains at most as many times as the machine has cores. Other claims
-    (counts, accuracies) leave it None.
+    ``"computing"`` where the work is real, which gains at most as many times as the machine has cores;
+    ``"start-up"`` where the figures time what a run on workers costs before the function runs there, which local mode
+    (``ScalingConfig(num_workers=0)``: the function in the calling process) skips: Ray Train's controller actor and its
+    placement group, the worker processes (each importing torch and the function's modules), and torch.distributed's
+    process group. Other claims (counts, accuracies) leave it None.
 
     A claim about a section that some runs rightly skip (02c's node that leaves, on one node) says where
     (``absent_where``): ``make run``'s report names it as not measured there, rather than as a claim that fails."""
@@ -27,12 +38,13 @@ class Claim:
     larger: str  # a figure of the lesson's record
     factor: float
     smaller: str | None = None  # another figure of the record
-    speedup_of: str | None = None  # "waiting" (sleeps), "computing" (real work), or None: not a speed-up
+    speedup_of: str | None = None  # a kind of SPEEDUPS_OF ("waiting", "computing", "start-up"), or None: not one
     absent_where: str | None = None  # where a run rightly records none of its figures (a section it skips there)
 
     def __post_init__(self) -> None:
-        if self.speedup_of not in SPEEDUPS_OF:
-            raise ValueError(f"{self.says}: speedup_of={self.speedup_of!r}, not one of {SPEEDUPS_OF}")
+        if self.speedup_of is not None and self.speedup_of not in SPEEDUPS_OF:
+            kinds = ", ".join(repr(kind) for kind in SPEEDUPS_OF)
+            raise ValueError(f"{self.says}: speedup_of={self.speedup_of!r}, not one of {kinds} or None")
 
     def holds(self, figures: dict[str, float]) -> bool:
         return figures[self.larger] >= self.factor * (figures[self.smaller] if self.smaller else 1.0)
@@ -55,6 +67,18 @@ class Claim:
             return f"it recorded no {', '.join(missing)}"
         return None if self.holds(figures) else f"the figures are {figures}"
 
+    def measured(self, figures: dict[str, float]) -> str:
+        """What a run's ``figures`` measured of it, each number named: the ratio of its two figures (both, where the
+        smaller is 0), or its one figure."""
+        larger = figures[self.larger]
+        if not self.smaller:
+            return f"{self.larger} = {larger:.3g}"
+        smaller = figures[self.smaller]
+        if smaller == 0:
+            return f"{self.larger} = {larger:.3g}, {self.smaller} = 0"
+        return f"{self.larger} = {larger / smaller:.3g} x {self.smaller}"
+
     def __str__(self) -> str:
         than = f"{self.factor:g} x {self.smaller}" if self.smaller else f"{self.factor:g}"
-        return f"{self.says}: {self.larger} >= {than}"
+        timed = f" (times {self.speedup_of})" if self.speedup_of else ""
+        return f"{self.says}: {self.larger} >= {than}{timed}"

@@ -144,7 +144,7 @@ LESSONS: tuple[Lesson, ...] = (
                 "first_report_workers_s",
                 3.0,
                 "first_report_local_s",
-                speedup_of="computing",
+                speedup_of="start-up",
             ),
         ),
     ),
@@ -179,7 +179,7 @@ LESSONS: tuple[Lesson, ...] = (
         claims=(
             # local mode runs the function in this process; on workers, Ray Train starts two processes first
             Claim(
-                "local mode shows the bug sooner", "workers_failure_s", 2.0, "local_failure_s", speedup_of="computing"
+                "local mode shows the bug sooner", "workers_failure_s", 2.0, "local_failure_s", speedup_of="start-up"
             ),
             Claim("the timeout turned the hang into an error", "timeout_errors", 1.0),
             # a resize's cost: the steps since the last checkpoint trained again, checkpoint_every at most per restart

@@ -26,6 +26,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from traitlets import default
 
 from course import config, results, settings
+from course.claims import SPEEDUPS_OF
 from course.deadline import first_line
 from course.lessons import LESSONS, Lesson
 
@@ -150,8 +151,10 @@ def table(outcomes: list[Outcome], recorded: dict[str, dict]) -> str:
 
 def claims_report(recorded: dict[str, dict], lessons: Sequence[Lesson] = LESSONS) -> tuple[str, bool]:
     """Each claim (course.claims.Claim) of the lessons that ran at the course size, on the figures they recorded: a
-    few lines to print, and whether every one held. The smoke size's measurements are too small to show their point."""
-    failed, not_measured, checked = [], [], 0
+    line each (those that fail first, then those that hold, with what the run measured, then those not measured),
+    then what each kind of speed-up among them times (course.claims.SPEEDUPS_OF); and whether every one held. The
+    smoke size's measurements are too small to show their point."""
+    failed, held, not_measured, kinds = [], [], [], []
     for lesson in lessons:
         record = recorded.get(f"{lesson.notebook}.ipynb") or {}
         if not lesson.claims or record.get("run", {}).get("size") != "course":
@@ -161,14 +164,19 @@ def claims_report(recorded: dict[str, dict], lessons: Sequence[Lesson] = LESSONS
             if where:
                 not_measured.append(f"  not measured: {lesson.notebook}: {claim} ({where})")
                 continue
-            checked += 1
+            if claim.speedup_of and claim.speedup_of not in kinds:
+                kinds.append(claim.speedup_of)
             why = claim.problem(record["figures"])
             if why:
                 failed.append(f"  does not hold: {lesson.notebook}: {claim} ({why})")
+            else:
+                held.append(f"  holds: {lesson.notebook}: {claim}; measured {claim.measured(record['figures'])}")
+    checked = len(failed) + len(held)
     if not checked:
         return "\n".join(["claims: none checked (no lesson with claims ran at the course size)", *not_measured]), True
-    head = f"claims: {checked - len(failed)} of {checked} hold (course.lessons)"
-    return "\n".join([head, *failed, *not_measured]), not failed
+    head = f"claims: {len(held)} of {checked} hold (course.lessons)"
+    timed = ["what the speed-ups time:", *(f"  {kind}: {SPEEDUPS_OF[kind]}" for kind in kinds)] if kinds else []
+    return "\n".join([head, *failed, *held, *not_measured, *timed]), not failed
 
 
 def main(argv: list[str] | None = None) -> int:

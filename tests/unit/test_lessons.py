@@ -216,7 +216,7 @@ def is_timed(figure: str | None) -> bool:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
-def test_every_speedup_says_whether_it_times_waiting_or_computing_and_a_waiting_one_says_it_sleeps(lesson: Lesson):
+def test_every_speedup_says_what_it_times_and_a_waiting_one_says_it_sleeps(lesson: Lesson):
     """A speed-up claim names what it times (Claim.speedup_of); where sleeps stand for waits, the notebook's text
     says that they sleep, so that no learner reads four sleeping tasks as four times the computing."""
     markdown = " ".join(
@@ -232,5 +232,22 @@ def test_every_speedup_says_whether_it_times_waiting_or_computing_and_a_waiting_
 
 
 def test_a_claim_refuses_a_kind_of_speedup_it_does_not_know():
-    with pytest.raises(ValueError, match="speedup_of='sleeping', not one of"):
+    known = "not one of 'waiting', 'computing', 'start-up' or None"
+    with pytest.raises(ValueError, match=f"speedup_of='sleeping', {known}"):
         Claim("x", "a_s", 2.0, "b_s", speedup_of="sleeping")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.notebook)
+def test_a_speedup_of_local_mode_times_start_up(lesson: Lesson):
+    """Local mode (``ScalingConfig(num_workers=0)``) runs the function in the calling process, and skips what a run on
+    workers does before the function runs (course.claims.SPEEDUPS_OF): what it gains is start-up, not computing."""
+    for claim in lesson.claims:
+        local = any("local" in name and is_timed(name) for name in claim.figure_names())  # not local_shuffle_blocks
+        assert (claim.speedup_of == "start-up") == local, f"{lesson.notebook}: {claim}: speedup_of={claim.speedup_of!r}"
+
+
+def test_a_claim_names_what_its_speedup_times():
+    start_up = Claim("local mode comes sooner", "workers_s", 3.0, "local_s", speedup_of="start-up")
+    assert str(start_up) == "local mode comes sooner: workers_s >= 3 x local_s (times start-up)"
+    assert str(Claim("more batches", "batches", 1.5, "loads")) == "more batches: batches >= 1.5 x loads"
+    assert start_up.measured({"workers_s": 9.0, "local_s": 0.1}) == "workers_s = 90 x local_s"

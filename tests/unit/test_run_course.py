@@ -115,6 +115,8 @@ def test_make_run_ends_with_the_claims_of_the_lessons_that_ran_at_the_course_siz
     )
     assert held and report.splitlines() == [
         "claims: 2 of 2 hold (course.lessons)",
+        "  holds: a_toy: tasks beat the loop: speedup >= 1.5; measured speedup = 3",
+        "  holds: a_toy: b is larger: b >= 2 x a; measured b = 3 x a",
         "  not measured: a_toy: c: c >= 1 (on one node)",
     ]
     report, held = run_course.claims_report(
@@ -126,3 +128,35 @@ def test_make_run_ends_with_the_claims_of_the_lessons_that_ran_at_the_course_siz
         "claims: none checked (no lesson with claims ran at the course size)",
         True,
     )
+
+
+def test_the_claims_report_says_what_each_kind_of_speedup_it_shows_times():
+    """A speed-up's line names its kind (course.claims.Claim.speedup_of), and the report ends with what each kind
+    shown times, in the words of course.claims.SPEEDUPS_OF: a start-up is not read as computing done faster."""
+    toy = lessons.Lesson(
+        "a_toy",
+        "a toy",
+        "toy accuracy",
+        floor=0.5,
+        exercises=(),
+        budget="beans",
+        claims=(
+            claims.Claim("local mode comes sooner", "workers_s", 3.0, "local_s", speedup_of="start-up"),
+            claims.Claim("batches answer faster", "one_by_one_s", 2.0, "batched_s", speedup_of="computing"),
+            claims.Claim("the pool is used", "batches", 1.0, "loads"),
+        ),
+    )
+    figures = {"workers_s": 9.0, "local_s": 0.1, "one_by_one_s": 1.0, "batched_s": 1.0, "batches": 2, "loads": 0}
+    report, held = run_course.claims_report({"a_toy.ipynb": {"run": {"size": "course"}, "figures": figures}}, [toy])
+    assert not held and report.splitlines() == [
+        "claims: 2 of 3 hold (course.lessons)",
+        "  does not hold: a_toy: batches answer faster: one_by_one_s >= 2 x batched_s (times computing) (the figures "
+        f"are {figures})",
+        "  holds: a_toy: local mode comes sooner: workers_s >= 3 x local_s (times start-up); measured workers_s = 90 x "
+        "local_s",
+        "  holds: a_toy: the pool is used: batches >= 1 x loads; measured batches = 2, loads = 0",
+        "what the speed-ups time:",
+        f"  start-up: {claims.SPEEDUPS_OF['start-up']}",
+        f"  computing: {claims.SPEEDUPS_OF['computing']}",
+    ]
+    assert "local mode skips" in claims.SPEEDUPS_OF["start-up"]
