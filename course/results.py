@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from course.budget import get_budget
 from course.config import FLOORS_ENV, REPO_ROOT, RESULTS_DIR, SMOKE_ENV, floors, smoke, sources_kind
 from course.lessons import Lesson, lesson_named
 
@@ -61,10 +62,31 @@ def run_facts() -> dict[str, str | int | None]:
 
 
 def _setup() -> dict[str, str | int | None]:
-    """What makes two lessons' figures comparable: the cluster's GPUs, the sources and the size (no git, no I/O)."""
+    """What makes two lessons' figures comparable (no git, no I/O): the cluster's GPUs, the budget, the Ray Train
+    workers of the course's plan on this cluster (``plan_workers``), the sources and the size.
+
+    ``plan_workers`` is ``course.resources.plan_resources(ray.cluster_resources(), budget).num_workers``, the count
+    that 02 and 02b train on: with another count each worker sees other images, and the run ends elsewhere. It is
+    None where no lesson has planned its workers in this process (``course.resources`` not imported: nothing here
+    imports it, nor torch with it) or Ray is not started."""
     ray = sys.modules.get("ray")  # a lesson has started Ray before it records; nothing here imports it
-    gpus = int(ray.cluster_resources().get("GPU", 0)) if ray is not None and ray.is_initialized() else None
-    return {"gpus": gpus, "sources": sources_kind(), "size": "course" if not smoke() else "smoke"}
+    started = ray is not None and ray.is_initialized()
+    cluster = ray.cluster_resources() if started else {}
+    gpus = int(cluster.get("GPU", 0)) if started else None
+    budget = get_budget(gpus or 0)
+    resources = sys.modules.get("course.resources")  # imported by a lesson that planned its workers
+    plan_workers = resources.plan_resources(cluster, budget).num_workers if started and resources else None
+    size = "course" if not smoke() else "smoke"
+    return {"gpus": gpus, "budget": budget.kind, "plan_workers": plan_workers, "sources": sources_kind(), "size": size}
+
+
+SETUP_WORDS = {  # each fact of _setup, as setup_difference names it
+    "gpus": "GPUs in the cluster",
+    "budget": "budget",
+    "plan_workers": "Ray Train workers",
+    "sources": "sources",
+    "size": "size",
+}
 
 
 def metrics_path(notebook: str, results_dir: Path | None = None) -> Path:
@@ -127,11 +149,24 @@ def require(holds: bool, claim: str) -> None:
         raise BelowFloor(f"does not hold: {claim}")
 
 
-def same_setup(record: dict) -> bool:
-    """Whether another lesson's ``record`` (what :func:`read` gives) ran with this run's sources, size and GPUs: only
-    then are its figures this run's to compare with."""
+def setup_difference(record: dict) -> str | None:
+    """How another lesson's ``record`` (what :func:`read` gives) ran otherwise than this run, in words ("Ray Train
+    workers: 2 there, 1 here"), or None where it ran with this run's GPUs, budget, Ray Train workers, sources and size:
+    only then are its figures this run's to compare with."""
+    if not record:
+        return "it has no record: it has not run here, or its results are in another folder"
     theirs = record.get("run", {})
-    return bool(record) and all(theirs.get(key) == value for key, value in _setup().items())
+    differ = [
+        f"{SETUP_WORDS[key]}: {theirs.get(key)} there, {value} here"
+        for key, value in _setup().items()
+        if theirs.get(key) != value
+    ]
+    return "; ".join(differ) or None
+
+
+def same_setup(record: dict) -> bool:
+    """Whether another lesson's ``record`` ran with this run's setup (:func:`setup_difference` says how not)."""
+    return setup_difference(record) is None
 
 
 def read(notebook: str, results_dir: Path | None = None) -> dict:

@@ -67,9 +67,43 @@ def test_another_lessons_figures_are_compared_only_when_it_ran_with_these_source
     results.record("02_ray_train_finetune", 0.95, results_dir=tmp_path)
     assert results.same_setup(results.read("02_ray_train_finetune", tmp_path))
     assert not results.same_setup(results.read("02_never_ran", tmp_path)), "no record: nothing to compare with"
+    assert "it has no record" in results.setup_difference(results.read("02_never_ran", tmp_path))
     at_the_other_size = not results.smoke()
     monkeypatch.setattr(results, "smoke", lambda: at_the_other_size)
     assert not results.same_setup(results.read("02_ray_train_finetune", tmp_path))
+
+
+class StartedRay:
+    """Ray as ``results`` sees it in a lesson's process, started on a cluster of ``cpus`` CPUs and no GPU."""
+
+    def __init__(self, cpus: int) -> None:
+        self.cpus = cpus
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": float(self.cpus)}
+
+
+def test_a_run_on_as_many_ray_train_workers_compares_and_one_on_fewer_does_not_and_says_why(tmp_path, monkeypatch):
+    """02 on the course's cluster of 8 CPUs trains on 2 workers, 02b on a 2-core runtime on 1 (the plan: a CPU for
+    Ray Data beside each worker): the same sources and size, yet not the same run, and 02b must not hold it to 02's."""
+    import course.resources  # a lesson that planned its workers has imported it; results reads the plan from it
+
+    monkeypatch.delenv("COURSE_BUDGET", raising=False)  # the cpu budget, on a cluster without GPUs: 2 workers at most
+    monkeypatch.setitem(sys.modules, "course.resources", course.resources)
+    monkeypatch.setitem(sys.modules, "ray", StartedRay(cpus=8))
+    results.record("02_ray_train_finetune", 0.95, results_dir=tmp_path)
+    uncrashed = results.read("02_ray_train_finetune", tmp_path)
+    assert uncrashed["run"]["plan_workers"] == 2 and uncrashed["run"]["gpus"] == 0
+    monkeypatch.setitem(sys.modules, "ray", StartedRay(cpus=6))  # another cluster, as many workers: 6 // 2 CPUs
+    assert results.setup_difference(uncrashed) is None and results.same_setup(uncrashed)
+    monkeypatch.setitem(sys.modules, "ray", StartedRay(cpus=2))  # a 2-core runtime: 1 worker
+    assert not results.same_setup(uncrashed)
+    assert results.setup_difference(uncrashed) == "Ray Train workers: 2 there, 1 here"
+    monkeypatch.setenv("COURSE_BUDGET", "gpu")  # and another budget: each difference is named
+    assert results.setup_difference(uncrashed) == "budget: cpu there, gpu here; Ray Train workers: 2 there, 1 here"
 
 
 def test_output_checks_find_repeats_but_not_blank_lines_under_a_ray_prefix():
