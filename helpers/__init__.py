@@ -17,7 +17,7 @@ vit                 the plain-PyTorch ViT of notebook 04 and its named architect
 loops               plain PyTorch epoch loops, and reporting an epoch (metrics + checkpoint) to Ray Train
 train               Ray Train with Hugging Face: the workers' recipe and functions, the course's RunConfig
 inference           the classifier class an actor pool runs and a Serve replica holds
-metrics             accuracy with ``evaluate``, and checks that a split is not empty
+metrics             accuracy with ``evaluate``, checks that a split is not empty, two accuracies compared (McNemar)
 measure             measuring data pipelines (notebook 05): a tally actor, shuffledness, stand-in work, stamps
 ==================  ====================================================================================================
 

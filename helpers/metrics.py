@@ -1,8 +1,10 @@
-"""Accuracy through Hugging Face `evaluate`, from the metric script the course ships."""
+"""Accuracy through Hugging Face `evaluate`, from the metric script the course ships; two models' accuracies on the
+same images, told apart from the test set's noise (McNemar's exact test)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,3 +51,39 @@ def share_correct(predictions: np.ndarray, labels: np.ndarray, split: str) -> fl
     """Accuracy of ``predictions`` against ``labels`` (class ids); fails, naming ``split``, when it is empty."""
     require_examples(len(labels), split)
     return float((np.asarray(predictions) == np.asarray(labels)).mean())
+
+
+NOISE_LEVEL = 0.05  # a gap whose p-value is below this is beyond the test set's noise (McNemar's test)
+
+
+@dataclass(frozen=True)
+class Discordant:
+    """Two models' answers on the same images, where they disagree: the images only one of them got right."""
+
+    only_first: int  # images the first model got right and the second wrong
+    only_second: int  # images the second got right and the first wrong
+    p_value: float  # McNemar's exact test: the chance of a split at least this uneven if both were as good
+
+    def beyond_noise(self, level: float = NOISE_LEVEL) -> bool:
+        """Whether the gap is more than the test set's noise: its p-value below ``level``."""
+        return self.p_value < level
+
+
+def mcnemar(first_right: np.ndarray, second_right: np.ndarray) -> Discordant:
+    """McNemar's exact test of two models' accuracies on the same images, from which images each got right (booleans,
+    one per image, in the same order).
+
+    Their accuracies are not two independent samples: an image easy for one is easy for the other. What tells them
+    apart is the images where they disagree. If both models were as good, each of those would be as likely to go one
+    way as the other: the split is a binomial draw with p = 1/2, and the test is ``scipy.stats.binomtest`` on it
+    (two-sided). With no disagreement there is nothing to tell them apart: p = 1."""
+    from scipy.stats import binomtest  # imported here: Ray's workers import this module, and need it not
+
+    first, second = np.asarray(first_right, dtype=bool), np.asarray(second_right, dtype=bool)
+    if first.shape != second.shape:
+        raise ValueError(f"the two models answered {first.shape} and {second.shape} images: not the same images")
+    require_examples(len(first), "test")
+    only_first, only_second = int((first & ~second).sum()), int((second & ~first).sum())
+    disagree = only_first + only_second
+    p_value = binomtest(only_first, disagree, 0.5).pvalue if disagree else 1.0
+    return Discordant(only_first, only_second, float(p_value))

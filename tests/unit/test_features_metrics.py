@@ -5,7 +5,7 @@ from PIL import Image
 
 from course.build import standin_processor
 from helpers.features import collate, make_transform, pixel_values, to_rgb
-from helpers.metrics import accuracy_for_trainer, load_accuracy
+from helpers.metrics import NOISE_LEVEL, Discordant, accuracy_for_trainer, load_accuracy, mcnemar
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,41 @@ def test_an_empty_split_is_an_error_not_accuracy_zero():
     assert share_correct(np.array([1, 0]), np.array([1, 1]), "test") == 0.5
     with pytest.raises(ValueError, match="the validation split is empty"):
         validate(torch.nn.Linear(2, 2), [], torch.device("cpu"))
+
+
+def answers(labels: np.ndarray, wrong: list[int]) -> np.ndarray:
+    """Made-up predictions: ``labels``, except at the positions ``wrong`` (off by one class)."""
+    predictions = labels.copy()
+    predictions[wrong] = (predictions[wrong] + 1) % 10
+    return predictions
+
+
+def test_mcnemar_reads_only_the_images_the_two_models_disagree_on():
+    """100 images; both wrong on 0-19; the first also wrong on 20, the second on 21-29: 9 images only the first got
+    right against 1, whatever the 70 both got right. The exact two-sided p-value of 1 in 10 at p = 1/2 is
+    2 x (1 + 10) / 2**10."""
+    labels = np.arange(100) % 10
+    first = answers(labels, [*range(20), 20]) == labels
+    second = answers(labels, [*range(20), *range(21, 30)]) == labels
+    assert (first.mean(), second.mean()) == (0.79, 0.71)
+    paired = mcnemar(first, second)
+    assert (paired.only_first, paired.only_second) == (9, 1)
+    assert paired.p_value == pytest.approx(2 * 11 / 2**10)  # 0.0215
+    assert paired.beyond_noise() and paired.p_value < NOISE_LEVEL
+    assert mcnemar(second, first) == Discordant(1, 9, paired.p_value), "the same test, the other way round"
+
+
+def test_mcnemar_sees_no_gap_in_an_even_split_nor_in_the_same_answers():
+    labels = np.arange(40) % 10
+    first, second = answers(labels, [0, 1, 2]) == labels, answers(labels, [3, 4, 5]) == labels
+    assert mcnemar(first, second) == Discordant(3, 3, 1.0)
+    assert not mcnemar(first, second).beyond_noise()
+    assert mcnemar(first, first) == Discordant(0, 0, 1.0), "no disagreement: nothing tells them apart"
+    right = labels == labels
+    assert mcnemar(right, answers(labels, [*range(6)]) == labels) == Discordant(6, 0, pytest.approx(2 / 2**6))
+    assert mcnemar(right, answers(labels, [*range(6)]) == labels).beyond_noise(), "6 against 0: p = 0.031"
+    assert not mcnemar(right, answers(labels, [*range(5)]) == labels).beyond_noise(), "5 against 0: p = 0.0625"
+    with pytest.raises(ValueError, match="not the same images"):
+        mcnemar(first, first[:-1])
+    with pytest.raises(ValueError, match="the test split is empty"):
+        mcnemar(first[:0], first[:0])
