@@ -229,6 +229,8 @@ def test_every_speedup_says_what_it_times_and_a_waiting_one_says_it_sleeps(lesso
         assert (claim.speedup_of is not None) == timed, f"{claim}: speedup_of={claim.speedup_of!r}"
         if claim.speedup_of == "waiting":
             assert re.search(r"\bsleep", markdown), f"{lesson.notebook}: {claim.says}: its text never says it sleeps"
+        if claim.speedup_of == "start-up":  # what it times is the start-up, not the function: the text says so
+            assert "start-up" in markdown, f"{lesson.notebook}: {claim.says}: its text never names the start-up"
 
 
 def test_a_claim_refuses_a_kind_of_speedup_it_does_not_know():
