@@ -104,7 +104,7 @@ class CifarBudget(Checked):
 
 @dataclass(frozen=True)
 class FsdpBudget(Checked):
-    """Lesson 04b: a ViT of notebook 04's family, wider and deeper, trained with DDP then FSDP2 on the plan's workers."""
+    """Lesson 04b: notebook 04's ViT, wider and deeper, trained with DDP then FSDP2 on the plan's workers."""
 
     num_layers: int  # transformer blocks: each one a unit that FSDP2 gathers, and frees, on its own
     num_heads: int
@@ -296,7 +296,7 @@ _CPU = Budget(
         learning_rate=1e-3,
         shuffle_buffer=1000,
     ),
-    # about 2.1 M parameters: 34 MB of weights, gradients and AdamW state per DDP worker; a minute of training on 2 cores
+    # about 2.1 M parameters: 34 MB of weights, gradients and AdamW state per DDP worker; a minute's training on 2 cores
     fsdp=FsdpBudget(
         num_layers=4,
         num_heads=8,

@@ -107,12 +107,40 @@ def fsdp_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
     f, workers = budget.fsdp, plan.num_workers
     steps = f.epochs * (f.train_size // f.batch_size)
     per_gpu = f.batch_size // workers
-    ddp = GpuWork("train (DDP)", "fsdp", per_gpu, f.compare_steps * per_gpu, True, "fp32", "Ray Train", "fsdp.batch_size",
-                  per_setting=workers)
-    fsdp = GpuWork("train (FSDP2)", "fsdp", per_gpu, steps * per_gpu, True, "fp32", "Ray Train", "fsdp.batch_size",
-                   per_setting=workers, shards=workers)
-    resumed = GpuWork("train (FSDP2, resumed on 1 GPU)", "fsdp", per_gpu, f.resume_steps * per_gpu, True, "fp32",
-                      "Ray Train", "fsdp.batch_size", per_setting=workers)
+    ddp = GpuWork(
+        "train (DDP)",
+        "fsdp",
+        per_gpu,
+        f.compare_steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+    )
+    fsdp = GpuWork(
+        "train (FSDP2)",
+        "fsdp",
+        per_gpu,
+        steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+        shards=workers,
+    )
+    resumed = GpuWork(
+        "train (FSDP2, resumed on 1 GPU)",
+        "fsdp",
+        per_gpu,
+        f.resume_steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+    )
     return [ddp, fsdp, resumed]
 
 

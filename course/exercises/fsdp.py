@@ -103,8 +103,8 @@ def check_shard(shard: Callable[[Any, float], Any]) -> Verdict:
             )
             missing = [str(i) for i, unit in enumerate(units) if not unit]
             assert not missing, (
-                f"blocks {', '.join(missing)} of {len(blocks)} are not units: the check's ViT has {len(blocks)} blocks, "
-                "not the lesson's number. Loop over `model.encoder.layers`, whatever its length"
+                f"blocks {', '.join(missing)} of {len(blocks)} are not units: the check's ViT has {len(blocks)} "
+                "blocks, not the lesson's number. Loop over `model.encoder.layers`, whatever its length"
             )
             assert root, (
                 "the blocks are units but the model is not: the patch embedding, class token, positions, last norm "

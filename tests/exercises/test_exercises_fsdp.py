@@ -15,7 +15,6 @@ from torch.distributed.fsdp import fully_shard
 
 from course.exercises import fsdp
 
-
 # 04b.1 ---------------------------------------------------------------------------------------------------------------
 
 
