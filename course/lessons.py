@@ -263,9 +263,9 @@ LESSONS: tuple[Lesson, ...] = (
         notebook="04b_fsdp",
         title="a ViT too big for one worker: FSDP2 on Ray Train, checkpoints any number of workers load",
         headline="CIFAR-10 val accuracy (FSDP2)",
-        # chance is 0.10; the FSDP2 run (4 blocks of width 256, 3 passes over 1,200 stand-in images) reached 0.544 on
-        # 2 CPU workers (2026-12-04); on real CIFAR-10, harder than the drawn shapes, a ViT from scratch on so few images
-        # reaches about 0.25 (notebook 04's real_floor reasoning)
+        # chance is 0.10; the FSDP2 run (4 blocks of width 256, 3 passes over 1,200 stand-in images) reached 0.544
+        # on 2 CPU workers (2026-12-04); real CIFAR-10 is harder than the drawn shapes: a ViT trained from scratch on so
+        # few images reaches about 0.25 there (as notebook 04's real_floor says)
         floor=0.35,
         real_floor=0.2,
         exercises=("04b.1", "04b.2"),
