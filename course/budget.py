@@ -103,6 +103,30 @@ class CifarBudget(Checked):
 
 
 @dataclass(frozen=True)
+class FsdpBudget(Checked):
+    """Lesson 04b: notebook 04's ViT, wider and deeper, trained with DDP then FSDP2 on the plan's workers."""
+
+    num_layers: int  # transformer blocks: each one a unit that FSDP2 gathers, and frees, on its own
+    num_heads: int
+    hidden_dim: int
+    mlp_dim: int
+    train_size: int  # images of the train split the FSDP2 run trains on, split between the workers
+    valid_size: int  # images of the test split every run validates on
+    epochs: int  # of the FSDP2 run
+    batch_size: int  # global: split between the workers
+    learning_rate: float
+    compare_steps: int  # steps of the DDP run; both runs' losses are compared after this many steps
+    resume_steps: int  # steps the run trains on after it resumes from the checkpoint on 1 worker
+
+    def rules(self) -> list[tuple[str, bool, str]]:
+        steps = self.epochs * (self.train_size // self.batch_size)
+        return [
+            ("hidden_dim", self.hidden_dim % self.num_heads == 0, "must be a multiple of num_heads"),
+            ("compare_steps", self.compare_steps <= steps, "must be at most the FSDP2 run's steps"),
+        ]
+
+
+@dataclass(frozen=True)
 class PlaybookBudget(Checked):
     """Lesson 05: the data-loading playbook's small models."""
 
@@ -186,6 +210,7 @@ SECTIONS = {
     "debug": DebugBudget,
     "dogs": DogsBudget,
     "cifar": CifarBudget,
+    "fsdp": FsdpBudget,
     "playbook": PlaybookBudget,
     "serve": ServeBudget,
     "tune": TuneBudget,
@@ -211,6 +236,7 @@ class Budget(Checked):
     debug: DebugBudget
     dogs: DogsBudget
     cifar: CifarBudget
+    fsdp: FsdpBudget
     playbook: PlaybookBudget
     serve: ServeBudget
     tune: TuneBudget
@@ -269,6 +295,20 @@ _CPU = Budget(
         batch_size=64,
         learning_rate=1e-3,
         shuffle_buffer=1000,
+    ),
+    # about 2.1 M parameters: 34 MB of weights, gradients and AdamW state per DDP worker; a minute's training on 2 cores
+    fsdp=FsdpBudget(
+        num_layers=4,
+        num_heads=8,
+        hidden_dim=256,
+        mlp_dim=512,
+        train_size=1200,
+        valid_size=500,
+        epochs=3,
+        batch_size=64,
+        learning_rate=1e-3,
+        compare_steps=5,
+        resume_steps=5,
     ),
     playbook=PlaybookBudget(
         rows=2000,
@@ -342,6 +382,22 @@ _BUDGETS = {
         max_actors=8,
         dogs=replace(_CPU.dogs, batch_size=64, inference_batch_size=128),
         cifar=replace(_CPU.cifar, architecture="full", train_size=None, valid_size=None, epochs=10, batch_size=512),
+        # ViT-B's shape (12 blocks, width 768, MLP 3072, 12 heads: about 85 M parameters, 1.4 GB of state per DDP
+        # worker) on 32 px images in patches of 4, over NCCL on every GPU of the plan (up to max_workers)
+        fsdp=replace(
+            _CPU.fsdp,
+            num_layers=12,
+            num_heads=12,
+            hidden_dim=768,
+            mlp_dim=3072,
+            train_size=20_000,
+            valid_size=2000,
+            epochs=3,
+            batch_size=256,
+            learning_rate=3e-4,
+            compare_steps=20,
+            resume_steps=20,
+        ),
         playbook=replace(_CPU.playbook, rows=10_000),
         serve=replace(_CPU.serve, max_batch_size=32, load_concurrency=64, max_replicas=8, scale_concurrency=128),
         tune=replace(
@@ -380,6 +436,9 @@ SMOKE_KNOBS: dict[str, dict] = {
     ),
     "dogs": dict(train_steps=4, eval_steps=2, batch_size=8, shuffle_buffer=16, inference_batch_size=16),
     "cifar": dict(train_size=256, valid_size=128, epochs=1, batch_size=32, shuffle_buffer=64),
+    # the same runs (DDP, FSDP2 with its checkpoint, the resume on 1 worker, the load here) and the same ViT (the gpu
+    # budget's is ViT-B's shape: `make gpu-check` trains it with NCCL), on a few steps
+    "fsdp": dict(train_size=128, valid_size=64, epochs=1, batch_size=32, compare_steps=2, resume_steps=1),
     "playbook": dict(
         rows=400,
         epochs=1,

@@ -37,6 +37,7 @@ class GpuWork:
     setting: str  # the budget's knob that sets `batch`, as course/budget.py spells it: named when it does not fit
     per_setting: int = 1  # GPUs the setting's batch is split over (a global batch); 1: the setting is per GPU
     copies: int = 1  # models side by side on one GPU (06's two deployments on a single GPU)
+    shards: int = 1  # GPUs its weights, gradients and optimizer state are sharded over (FSDP2: each holds 1/shards)
 
 
 def fine_tune(budget: Any, plan: Any, section: str = "beans", where: str = "Ray Train") -> GpuWork:
@@ -98,6 +99,49 @@ def cifar_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
         for how in ("Ray Train", "Ray Data")
     ]
     return [baseline, *distributed]
+
+
+def fsdp_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
+    """04b: the same ViT with DDP (a whole copy per GPU), then with FSDP2 (1/N of its state per GPU, N the workers),
+    then resumed on one GPU."""
+    f, workers = budget.fsdp, plan.num_workers
+    steps = f.epochs * (f.train_size // f.batch_size)
+    per_gpu = f.batch_size // workers
+    ddp = GpuWork(
+        "train (DDP)",
+        "fsdp",
+        per_gpu,
+        f.compare_steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+    )
+    fsdp = GpuWork(
+        "train (FSDP2)",
+        "fsdp",
+        per_gpu,
+        steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+        shards=workers,
+    )
+    resumed = GpuWork(
+        "train (FSDP2, resumed on 1 GPU)",
+        "fsdp",
+        per_gpu,
+        f.resume_steps * per_gpu,
+        True,
+        "fp32",
+        "Ray Train",
+        "fsdp.batch_size",
+        per_setting=workers,
+    )
+    return [ddp, fsdp, resumed]
 
 
 def playbook_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
@@ -193,8 +237,8 @@ def _per_image_gib(work: GpuWork, shape: Shape) -> float:
 
 def estimate(work: GpuWork, shape: Shape, gpu: Any) -> GpuEstimate:
     """``work`` on one ``gpu`` (a ``course.resources.Gpu``): what it holds, and how long it computes."""
-    parameters = work.copies * shape.parameters * 4 / 2**30
-    optimizer = work.copies * shape.parameters * 12 / 2**30 if work.training else 0.0
+    parameters = work.copies * shape.parameters * 4 / 2**30 / work.shards
+    optimizer = work.copies * shape.parameters * 12 / 2**30 / work.shards if work.training else 0.0
     per_image = work.copies * _per_image_gib(work, shape)
     fixed = CONTEXT_GIB + parameters + optimizer
     largest = int((gpu.memory_gib - fixed) / per_image) if per_image else 1 << 20

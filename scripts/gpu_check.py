@@ -10,6 +10,9 @@ One row per check, then the table (also in results/gpu-check/gpu-check.md):
   loads its best trial's and a CPU-only laptop would;
 * NCCL between two Ray Train workers, one GPU each: an all-reduce of a tensor on each worker's GPU (where the
   cluster has two GPUs; else the row says it did not run, and why);
+* notebook 04b's FSDP2 policies on one GPU: the peak of ``torch.cuda.max_memory_allocated()`` over a few training
+  steps of the gpu budget's ViT (``budget.fsdp``, ViT-B's shape) in fp32, with ``MixedPrecisionPolicy`` (bf16) and
+  with ``CPUOffloadPolicy``, in a process group of one (NCCL over an in-memory store);
 * every notebook on the ``gpu`` budget at the smoke size (``COURSE_BUDGET=gpu COURSE_SMOKE=1``, nbmake), each one's
   time and outcome;
 * ``make bench QUICK=1``.
@@ -123,6 +126,54 @@ def nccl_between_two_workers() -> str:
     return "ok: 1 + 2 = 3 over NCCL" if total == 3 else f"FAILED: the all-reduce gave {total}, not 3"
 
 
+FSDP_STEPS = 3  # training steps of each policy in fsdp_policies_on_one_gpu
+
+
+def fsdp_policies_on_one_gpu() -> str:
+    """Notebook 04b's ViT (the gpu budget's) sharded with FSDP2 on this process's GPU, a group of one: the peak memory
+    of a few steps in fp32, with bf16 mixed precision, and with the state offloaded to the CPU."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    from course.budget import get_budget
+    from helpers.vit import Architecture, VisionTransformer
+
+    f = get_budget(kind="gpu", smoke_size=False).fsdp
+    shape = Architecture(num_layers=f.num_layers, num_heads=f.num_heads, hidden_dim=f.hidden_dim, mlp_dim=f.mlp_dim)
+    policies = {
+        "fp32": {},
+        "bf16": {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)},
+        "offload": {"offload_policy": CPUOffloadPolicy()},
+    }
+    peaks = {}
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    try:
+        for name, options in policies.items():
+            torch.manual_seed(0)
+            model = VisionTransformer(shape).cuda()
+            for block in model.encoder.layers:
+                fully_shard(block, **options)
+            fully_shard(model, **options)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=f.learning_rate)
+            images = torch.randn(f.batch_size, 3, shape.image_size, shape.image_size, device="cuda")
+            labels = torch.randint(0, shape.num_classes, (f.batch_size,), device="cuda")
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            for _ in range(FSDP_STEPS):
+                loss = torch.nn.functional.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            torch.cuda.synchronize()
+            peaks[name] = torch.cuda.max_memory_allocated() / 2**30
+            del model, optimizer, images, labels, loss
+            torch.cuda.empty_cache()
+    finally:
+        dist.destroy_process_group()
+    found = ", ".join(f"{name} {gib:.2f}" for name, gib in peaks.items())
+    return f"ok: peak GiB over {FSDP_STEPS} steps of batch {f.batch_size}: {found}"
+
+
 def notebooks_at_the_smoke_size() -> list[Row]:
     """nbmake over every notebook on the gpu budget at the smoke size; a row per notebook from pytest's JUnit XML."""
     report = OUT / "notebooks.xml"
@@ -177,6 +228,7 @@ def main() -> int:
     rows = precisions()
     rows.append(timed("checkpoint saved on the GPU, loaded on a CPU-only process", checkpoint_to_a_cpu))
     rows.append(timed("NCCL between two Ray Train workers", nccl_between_two_workers))
+    rows.append(timed("04b's FSDP2 policies on one GPU (max_memory_allocated)", fsdp_policies_on_one_gpu))
     rows += notebooks_at_the_smoke_size()
     rows.append(timed("make bench QUICK=1", bench_quick))
     seconds = time.perf_counter() - start

@@ -66,7 +66,9 @@ def model_shapes(sources, budget) -> dict:
     cifar = Shape.vit(
         arch.image_size, arch.patch_size, arch.num_layers, arch.hidden_dim, arch.num_heads, arch.mlp_dim, 10
     )
-    return {"pretrained": pretrained, "cifar": cifar, "linear": Shape(3 * 32 * 32 * 10 + 10)}
+    f = budget.fsdp  # 04b's ViT: the same image and patch size as 04's, its own depth and width
+    fsdp = Shape.vit(arch.image_size, arch.patch_size, f.num_layers, f.hidden_dim, f.num_heads, f.mlp_dim, 10)
+    return {"pretrained": pretrained, "cifar": cifar, "fsdp": fsdp, "linear": Shape(3 * 32 * 32 * 10 + 10)}
 
 
 def model_factor(lesson, budget) -> float:

@@ -22,7 +22,8 @@ from doctor_checks.plan import plan_rows  # noqa: E402
 GPU_BUDGET = get_budget(kind="gpu")
 VIT_B16 = Shape.vit(224, 16, 12, 768, 12, 3072, 3)  # the real sources' model, with beans' head
 CIFAR = Shape.vit(32, 4, 12, 384, 8, 768, 10)  # notebook 04's full ViT
-SHAPES = {"pretrained": VIT_B16, "cifar": CIFAR, "linear": Shape(3 * 32 * 32 * 10 + 10)}
+FSDP = Shape.vit(32, 4, 12, 768, 12, 3072, 10)  # notebook 04b's ViT on the gpu budget: ViT-B's shape, 32 px images
+SHAPES = {"pretrained": VIT_B16, "cifar": CIFAR, "fsdp": FSDP, "linear": Shape(3 * 32 * 32 * 10 + 10)}
 
 
 def cluster(gpus: int, kind: str) -> dict[str, float]:
@@ -62,6 +63,11 @@ def test_memory_is_weights_optimizer_and_activations_at_the_batch():
     # time: the same work is faster on a faster GPU, and more images take longer
     assert estimate(work, VIT_B16, GPUS["H100"]).seconds < e.seconds
     assert estimate(replace(work, images=64000), VIT_B16, GPUS["T4"]).seconds > e.seconds
+    # FSDP2 over 4 GPUs: each holds a quarter of the weights, gradients and AdamW state; the activations stay
+    sharded = estimate(replace(work, shards=4), VIT_B16, GPUS["T4"])
+    assert sharded.parameters_gib == pytest.approx(e.parameters_gib / 4)
+    assert sharded.optimizer_gib == pytest.approx(e.optimizer_gib / 4)
+    assert sharded.activations_gib == e.activations_gib and sharded.largest_batch > e.largest_batch
 
 
 CPU_ONLY = ("00_ray_core", "02c_debugging")  # lessons that ask Ray for no GPU: Ray Core, and debugging a small CNN
