@@ -5,12 +5,14 @@
 module                      what it holds
 ==========================  ============================================================================================
 lessons                     the lessons, one record each: notebook, title, headline and floor, exercises, budget section
+lesson_record               what one lesson's record holds (``Lesson``): its fields, and the names derived from them
 claims                      what a lesson's measurements show: a ratio of two recorded figures, with what it times
 settings                    every ``COURSE_*`` variable, declared once (meaning, default, allowed values) and checked
                             where it is read; the Makefile and the shell scripts read it too (standard library only)
 config                      the paths, and every setting by name, each read and checked through ``settings``
 budget                      how much work each lesson does (``COURSE_BUDGET``, ``COURSE_SMOKE``): a section per
                             lesson, the cpu and gpu values, the real sources' knobs, the smoke size
+budget_sections             the sections of the budget, one frozen dataclass of knobs per lesson
 checked                     the rules a budget and each of its sections check when they are made
 sources                     where data and the pretrained model come from (``COURSE_SOURCES``, ``COURSE_MODEL``): the
                             stand-ins or the Hub and S3, and what is missing, with its fix

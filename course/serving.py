@@ -25,7 +25,7 @@ from ray.serve.schema import LoggingConfig
 from ray.train import Checkpoint, Result
 
 from course import settings
-from course.budget import DogsBudget
+from course.budget_sections import DogsBudget
 from course.config import SERVE_PORT_ENV, verbose
 from course.distributed import free_loopback_port
 from course.internals import RUN_SNAPSHOT

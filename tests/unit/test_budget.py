@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from course import config, lessons
-from course.budget import ARCHITECTURES, REAL_KNOBS, SECTIONS, SMOKE_KNOBS, Budget, get_budget
+from course.budget import REAL_KNOBS, SECTIONS, SMOKE_KNOBS, Budget, get_budget
+from course.budget_sections import ARCHITECTURES
 from course.sources import STANDIN_VIT, get_sources
 
 
