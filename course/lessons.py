@@ -237,6 +237,8 @@ LESSONS: tuple[Lesson, ...] = (
             # the same weights on the same images, on CPUs: 2 ranks, 1 rank, a plain model
             Claim("resumed on 1 worker: the saved run's accuracy", "resumed_accuracy", 1.0, "saved_accuracy"),
             Claim("resumed on 1 worker: no better than the saved run", "saved_accuracy", 1.0, "resumed_accuracy"),
+            Claim("grown back: the 1-worker run's accuracy", "grown_accuracy", 1.0, "one_worker_accuracy"),
+            Claim("grown back: no better than the 1-worker run", "one_worker_accuracy", 1.0, "grown_accuracy"),
             Claim("loaded unsharded: the saved run's accuracy", "plain_accuracy", 1.0, "saved_accuracy"),
             Claim("loaded unsharded: no better than the saved run", "saved_accuracy", 1.0, "plain_accuracy"),
         ),
