@@ -235,6 +235,12 @@ def test_the_lesson_reads_its_sources_and_runs_a_forward_pass(reader: Reader, no
         assert worker["rows"] == BUDGET.debug.train_size and worker["images"] == [8, 3, 32, 32], worker
         assert worker["logits"] == [8, 10] and set(worker["labels"]) <= set(range(10)), worker
         ran_on_a_worker_node(worker, reader)
+    elif notebook == "04b_fsdp":
+        cifar10(facts)
+        worker = facts["worker"]
+        assert worker["rows"] == BUDGET.fsdp.train_size // 2 and worker["images"] == [8, 3, 32, 32], worker
+        assert worker["logits"] == [8, 10] and set(worker["labels"]) <= set(range(10)), worker
+        ran_on_a_worker_node(worker, reader)
     elif notebook == "03_ray_data":
         hub_listing(facts)
         folders = {"/".join(folder.split("/")[-2:]): n for folder, n in facts["listed"]["imagenette"].items()}

@@ -186,6 +186,34 @@ def read_02c(sources: Any, budget: Any) -> Facts:
     return {"worker": on_worker(debug_share_forward, small_cnn, sources.cifar10, budget.debug.train_size)}
 
 
+def fsdp_share_forward(my_share: Callable, uri: str, size: int, architecture: dict) -> Facts:
+    """Notebook 04b's training data and model, on a worker: rank 0's share of 2 of the train split's first ``size``
+    images from S3 (its ``my_share``), and its ViT's forward pass on 8 of them."""
+    import torch
+
+    from helpers.vit import Architecture, VisionTransformer
+
+    images, labels = my_share(uri, "train", size, 0, 2)
+    with torch.no_grad():
+        logits = VisionTransformer(Architecture(**architecture))(images[:8])
+    return {"rows": len(labels), "images": shape(images[:8]), "labels": labels[:8].tolist(), "logits": shape(logits)}
+
+
+def read_04b(sources: Any, budget: Any) -> Facts:
+    """CIFAR-10's parquet on S3, read on a worker as notebook 04b's training function reads it, with its ViT."""
+    from lesson_code import from_notebook
+
+    my_share = from_notebook("04b_fsdp", "my_share")
+    architecture = {
+        "num_layers": budget.fsdp.num_layers,
+        "num_heads": budget.fsdp.num_heads,
+        "hidden_dim": budget.fsdp.hidden_dim,
+        "mlp_dim": budget.fsdp.mlp_dim,
+    }  # the notebook's ARCHITECTURE, from the same budget section
+    worker = on_worker(fsdp_share_forward, my_share, sources.cifar10, budget.fsdp.train_size, architecture)
+    return {"worker": worker}
+
+
 def tune_trial_forward(train_and_valid: Callable, uri: str, architecture: dict, batch_size: int) -> Facts:
     """Notebook 07's ``train_trial`` up to training: its ``train_and_valid`` from S3 on the worker, the ViT, one
     forward pass on the first batch."""
@@ -405,6 +433,7 @@ READERS: dict[str, Callable[[Any, Any], Facts]] = {
     "02c_debugging": read_02c,
     "03_ray_data": read_03,
     "04_cifar10_pytorch_to_ray": read_04,
+    "04b_fsdp": read_04b,
     "05_data_loading_playbook": read_05,
     "06_ray_serve": read_06,
     "07_ray_tune": read_07,
