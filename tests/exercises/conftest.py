@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from exercise_checks import leave_ray
 
 from course.exercises import checking
 
@@ -19,9 +20,4 @@ def no_ray_left_attached():
     process, start without it (tests/unit expects no Ray here). What the checks left unfinished (a Ray Data iterator
     whose clean-up needs Ray) is collected first, while Ray is still here to clean up with."""
     yield
-    import gc
-
-    import ray
-
-    gc.collect()
-    ray.shutdown()
+    leave_ray()

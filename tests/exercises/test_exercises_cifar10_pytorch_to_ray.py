@@ -34,7 +34,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from exercise_checks import expect, todo
+from exercise_checks import expect, leave_ray, todo
 
 from course.exercises import (
     checking,
@@ -476,7 +476,6 @@ def test_the_ray_train_exercise_judges_in_local_mode_first(monkeypatch):
     and no run on workers starts: a column the data does not have (the error, with where to see its traceback), the
     pairs made once before the epoch loop. An answer that saves ``model.module`` is not judged there: local mode
     makes no DDP wrapper, so the run on workers judges it."""
-    import ray
 
     from course.cluster import configure_ray_data, init_ray
 
@@ -504,7 +503,7 @@ def test_the_ray_train_exercise_judges_in_local_mode_first(monkeypatch):
     assert cifar10_pytorch_to_ray._judge_locally(shard_trainer(), problem) is None
     for spelling in ("from ray.train import", "import ray.train as train"):  # every import style is watched
         assert cifar10_pytorch_to_ray._judge_locally(shard_trainer(spelling=spelling), problem) is None, spelling
-    ray.shutdown()
+    leave_ray()  # the local runs' Ray Data iterators collected while Ray is here
 
 
 @pytest.mark.cluster
@@ -513,7 +512,6 @@ def test_the_ray_train_exercise_on_two_workers():
     apart), only rank 0 reporting (rank 0 waits at the barrier for ever). Both pass local mode first. The other wrong
     answers are judged without Ray (TRAIN_WRONG) or in local mode (above); a right answer passes on workers in
     solutions/04_cifar10_pytorch_to_ray.ipynb (tests/lessons/test_solutions.py), others without Ray (TRAIN_RIGHT)."""
-    import ray
 
     from course.cluster import configure_ray_data, init_ray
 
@@ -526,4 +524,4 @@ def test_the_ray_train_exercise_on_two_workers():
         "would have waited forever",
         "only rank 0 attaches a checkpoint",
     )
-    ray.shutdown()
+    leave_ray()

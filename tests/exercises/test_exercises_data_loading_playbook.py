@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from exercise_checks import expect
+from exercise_checks import expect, leave_ray
 from ray.train import DataConfig
 
 from course.exercises import (
@@ -48,7 +48,7 @@ def test_the_data_config_exercise_needs_no_ray_for_answers_of_another_shape():
 
     import ray
 
-    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    leave_ray()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
     check = data_loading_playbook.check_quick_validation
     expect(check(NotADataConfig), checking.WRONG, "NotADataConfig", "subclass it")
     expect(check(lambda valid_rows: None), checking.WRONG, "NoneType", "DataConfig")
@@ -103,14 +103,13 @@ def test_an_answer_that_should_be_one_array_of_ids():
 @pytest.fixture(scope="module")
 def ray_here():
     """One Ray for this module's cluster tests (on the test cluster, or a local runtime), set as notebook 05 sets it."""
-    import ray
 
     from course.cluster import configure_ray_data, init_ray
 
     init_ray()
     configure_ray_data(preserve_order=False)  # as notebook 05; the checks give their datasets this setting anyway
     yield
-    ray.shutdown()
+    leave_ray()
 
 
 def in_order_blocks(ds):  # what section 6 says a repeatable order needs: most answers below have it

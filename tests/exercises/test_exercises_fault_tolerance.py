@@ -28,7 +28,7 @@ import pytest
 import ray
 import ray.train
 import ray.train as train
-from exercise_checks import expect, todo
+from exercise_checks import expect, leave_ray, todo
 from ray.train import Checkpoint, FailureConfig, get_checkpoint, report
 
 from course.exercises import (
@@ -56,7 +56,7 @@ def test_resume_names_each_half_right_failure_config_before_ray_starts():
     def unrun(loop_config):  # the FailureConfig is refused first
         pass
 
-    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    leave_ray()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
     check = fault_tolerance.check_resume
     expect(check(unrun, FailureConfig()), checking.WRONG, "max_failures=0", "the default, allows none")
     expect(check(unrun, FailureConfig), checking.WRONG, "the class `FailureConfig` itself", "max_failures=1")
@@ -173,7 +173,7 @@ RESUME_WRONG = {  # judged in local mode, in this process: no Ray, no cluster
 def test_resume_refuses_in_local_mode_without_starting_ray(answer, phrases):
     """02b.1: what one worker shows (an error, a missing checkpoint, a step lost or repeated on resume) is judged in
     Ray Train's local mode, in this process, before any cluster: the verdict in seconds, and Ray never started."""
-    ray.shutdown()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
+    leave_ray()  # an earlier test's Ray (tests run in one process): this one asks whether the check starts it
     COUNTED["steps"] = 0
     expect(fault_tolerance.check_resume(answer, FailureConfig(max_failures=1)), checking.WRONG, *phrases)
     assert not ray.is_initialized(), "the check started Ray for an answer local mode refuses"
@@ -238,7 +238,7 @@ def test_resume_runs_what_local_mode_passes_on_two_workers_and_kills_one():
                 ray.train.report({"step": step}, checkpoint=saved)
 
     expect(fault_tolerance.check_resume(rank_zero_checkpoints, one_restart), checking.DONE, "went on from step 4")
-    ray.shutdown()
+    leave_ray()
 
 
 def test_the_ray_train_internal_that_counts_checkpoint_requests_is_still_there():

@@ -47,7 +47,7 @@ import time
 
 import pytest
 import ray
-from exercise_checks import expect
+from exercise_checks import expect, leave_ray
 
 from course.exercises import checking, task_watch
 from course.exercises import ray_core as core
@@ -59,7 +59,7 @@ def on_ray():
 
     init_ray()
     yield
-    ray.shutdown()
+    leave_ray()
 
 
 # --- 00.1: a slow loop as tasks, results as they finish ---------------------------------------------------------

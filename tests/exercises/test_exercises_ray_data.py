@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from exercise_checks import expect, todo
+from exercise_checks import expect, leave_ray, todo
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 
 from course.exercises import (
@@ -124,7 +124,7 @@ def test_the_actor_class_check_refuses_what_is_no_actor_class_before_ray_starts(
     """03.1: a function, an untouched class, a class whose `__call__` is still untouched: no Ray needed for these."""
     import ray
 
-    ray.shutdown()
+    leave_ray()
 
     def a_function(batch):
         return batch
@@ -319,7 +319,7 @@ def test_the_actor_class_check_runs_a_right_class_on_an_actor_pool_and_names_an_
     finally:
         ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
         logging.getLogger("ray.data").removeHandler(handler)
-        ray.shutdown()
+        leave_ray()
 
 
 # 03.1's answers: the right one, and what a half understanding writes

@@ -33,7 +33,7 @@ one replica kept ready, one whole GPU per replica where there are GPUs, never mo
 from __future__ import annotations
 
 import pytest
-from exercise_checks import expect, todo
+from exercise_checks import expect, leave_ray, todo
 from ray import serve
 
 from course.exercises import (
@@ -495,7 +495,6 @@ def test_the_batching_check_starts_serve_when_it_is_not_running(monkeypatch):
 
 @pytest.fixture(scope="module")
 def serve_here():
-    import ray
 
     from course.cluster import init_ray
     from course.distributed import free_loopback_port
@@ -509,7 +508,7 @@ def serve_here():
     )
     yield
     serve.shutdown()
-    ray.shutdown()
+    leave_ray()
 
 
 BATCHING_WRONG = {
