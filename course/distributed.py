@@ -22,6 +22,7 @@ import contextlib
 import os
 import random
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -90,6 +91,32 @@ def join_on_loopback(backend: str, world_rank: int, world_size: int, port: int, 
         LOOPBACK_HOST, port, world_size, is_master=world_rank == 0, timeout=timeout, master_listen_fd=listen_fd
     )
     dist.init_process_group(backend=backend, store=store, rank=world_rank, world_size=world_size, timeout=timeout)
+
+
+@contextlib.contextmanager
+def group_of_one() -> Iterator[None]:
+    """A process group of one in this process, removed after: Gloo over an in-memory store (``HashStore``), its
+    socket on the loopback interface (``GLOO_SOCKET_IFNAME``; Gloo's default is the address this machine's name
+    resolves to, on many laptops the LAN's). Where a group of one is there already, that one; a group of several
+    ranks is refused."""
+    if dist.is_initialized():
+        if dist.get_world_size() != 1:
+            raise AssertionError("this process is in a process group of several ranks: run this in a new kernel")
+        yield
+        return
+    before = os.environ.get("GLOO_SOCKET_IFNAME")
+    os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    try:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    finally:
+        if before is None:
+            os.environ.pop("GLOO_SOCKET_IFNAME")
+        else:
+            os.environ["GLOO_SOCKET_IFNAME"] = before
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 def backend_for(num_gpus_per_worker: float, asked: str | None) -> str | None:

@@ -130,16 +130,15 @@ def fsdp_on_gpus(budget: Any, plan: Any) -> list[GpuWork]:
         per_setting=workers,
         shards=workers,
     )
-    resumed = GpuWork(
+    resumed = GpuWork(  # one worker takes the whole batch (the training function divides it by the world size)
         "train (FSDP2, resumed on 1 GPU)",
         "fsdp",
-        per_gpu,
-        f.resume_steps * per_gpu,
+        f.batch_size,
+        f.resume_steps * f.batch_size,
         True,
         "fp32",
         "Ray Train",
         "fsdp.batch_size",
-        per_setting=workers,
     )
     return [ddp, fsdp, resumed]
 

@@ -1,14 +1,15 @@
 """The "Your turn" checks of notebook 04b (FSDP2 on Ray Train) (rules: ``course.exercises.checking``).
 
-Both run the learner's code in this process, in a process group of one (Gloo over an in-memory ``HashStore``: no
-socket), on a ViT of the check's own shape: ``fully_shard`` and DCP run there as on every rank of a real group.
+Both run the learner's code in this process, in a process group of one (Gloo over an in-memory ``HashStore``, its
+socket on loopback), on a ViT of the check's own shape: ``fully_shard`` and DCP run there as on every rank of a
+real group.
 
 - 04b.1 hands the learner's ``shard(model, lr)`` a fresh ViT, then looks at which modules became FSDP2 units
   (``FSDPModule``), whether the optimizer holds the sharded parameters, and trains a step.
 - 04b.2 runs the learner's ``report_sharded(model, optimizer, metrics)`` in Ray Train's local mode, as rank 1 of 2 and
   then as rank 0 of 2 (``course.internals.pretend_local_world``), keeps the checkpoints it reports, and loads rank 0's
-  into a fresh sharded model. A rank is told by ``ray.train.get_context()``, as the lesson does; in a group of one,
-  ``torch.distributed.get_rank()`` is 0 in both runs.
+  into a fresh sharded model. A rank is told by ``ray.train.get_context()``, as the lesson does; ``RANK`` and
+  ``torch.distributed.get_rank()`` say the same while the learner's code runs (:func:`pretend_rank`).
 """
 
 from __future__ import annotations
@@ -28,21 +29,46 @@ CHECK_SHAPE = dict(image_size=16, patch_size=4, num_layers=3, num_heads=2, hidde
 CHECK_LR = 0.0123
 
 
+def group_of_one() -> Any:
+    """A process group of one in this process, its socket on loopback (``course.distributed.group_of_one``)."""
+    from course.distributed import group_of_one as one
+
+    return one()
+
+
 @contextlib.contextmanager
-def group_of_one() -> Iterator[None]:
-    """A process group of one in this process (Gloo, in-memory store), unless one is there already; removed after."""
+def pretend_rank(world_size: int, rank: int) -> Iterator[None]:
+    """While the learner's code runs as ``rank`` of ``world_size`` in the check's group of one, the other ways code
+    reads its rank say the same as ``ray.train.get_context()``: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, and
+    ``torch.distributed.get_rank()``, ``get_world_size()`` called from outside torch (torch's own calls, DCP's
+    among them, still see the real group of one)."""
+    import os
+    import sys
+
     import torch.distributed as dist
 
-    if dist.is_initialized():
-        if dist.get_world_size() != 1:
-            raise AssertionError("this process is in a process group of several ranks: run the check in a new kernel")
-        yield
-        return
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    names = {"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank)}
+    before_env = {name: os.environ.get(name) for name in names}
+    real = {"get_rank": dist.get_rank, "get_world_size": dist.get_world_size}
+
+    def pretended(name: str, value: int) -> Callable:
+        def answer(*args: Any, **kwargs: Any) -> int:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            return real[name](*args, **kwargs) if caller.startswith("torch") else value
+
+        return answer
+
+    os.environ.update(names)
+    dist.get_rank, dist.get_world_size = pretended("get_rank", rank), pretended("get_world_size", world_size)
     try:
         yield
     finally:
-        dist.destroy_process_group()
+        dist.get_rank, dist.get_world_size = real["get_rank"], real["get_world_size"]
+        for name, value in before_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def check_model(seed: int = 0) -> Any:
@@ -100,6 +126,11 @@ def check_shard(shard: Callable[[Any, float], Any]) -> Verdict:
                 "only the model itself became a unit: its one unit holds every parameter, so each forward pass "
                 "gathers the whole model on every rank at once, and no memory is saved while it runs. Call "
                 "`fully_shard` on each block of `model.encoder.layers` first, then on the model"
+            )
+            assert not (all(units) and len({id(block._get_fsdp_state()) for block in blocks}) < len(blocks)), (
+                "the blocks became one unit together (`fully_shard` on a list of blocks): it gathers them all at once "
+                "for every forward pass, the whole encoder whole on every rank. Call `fully_shard(block)` on each "
+                "block in a loop, then `fully_shard(model)`"
             )
             missing = [str(i) for i, unit in enumerate(units) if not unit]
             assert not missing, (
@@ -184,7 +215,7 @@ def _as_rank(learner: Callable, reports: Reports, kept: Kept, rank: int, writes:
                 optimizer = torch.optim.AdamW(model.parameters(), lr=CHECK_LR)
                 loss = one_step(model, optimizer)
                 saved[rank] = [_local(p).detach().clone() for p in model.parameters()]
-                with dcp_writes(writes):
+                with dcp_writes(writes), pretend_rank(2, rank):
                     run_watched(
                         lambda _: learner(model, optimizer, {"loss": loss, "rank": rank}),
                         loop_config,

@@ -60,6 +60,12 @@ def shard_without_returning(model, lr):
     shard_right(model, lr)
 
 
+def shard_the_blocks_as_one_unit(model, lr):
+    fully_shard(list(model.encoder.layers))  # one unit for every block: gathered all at once
+    fully_shard(model)
+    return torch.optim.AdamW(model.parameters(), lr=lr)
+
+
 def shard_with_sgd(model, lr):
     shard_right(model, lr)
     return torch.optim.SGD(model.parameters(), lr=lr)
@@ -81,6 +87,7 @@ def test_check_shard_accepts_a_unit_per_block_then_the_root(answer):
         (optimizer_before_sharding, "Build the optimizer after sharding"),
         (shard_without_returning, "not an optimizer"),
         (shard_with_sgd, "`torch.optim.AdamW`"),
+        (shard_the_blocks_as_one_unit, "the blocks became one unit together"),
     ],
 )
 def test_check_shard_refuses_with_a_message_that_teaches(answer, teaches):
@@ -131,6 +138,22 @@ def report_checkpoint_of_rank_0_only(model, optimizer, metrics):
         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(folder) if rank == 0 else None)
 
 
+def report_saved_on_dist_rank_0_only(model, optimizer, metrics):  # the rank from torch, not from Ray Train
+    if torch.distributed.get_rank() == 0:
+        report_right(model, optimizer, metrics)
+    else:
+        ray.train.report(metrics)
+
+
+def report_saved_on_env_rank_0_only(model, optimizer, metrics):  # the rank from the environment
+    import os
+
+    if os.environ.get("RANK", "0") == "0":
+        report_right(model, optimizer, metrics)
+    else:
+        ray.train.report(metrics)
+
+
 def report_torch_save(model, optimizer, metrics):
     model_state, optimizer_state = get_state_dict(model, optimizer)
     with tempfile.TemporaryDirectory() as folder:
@@ -161,6 +184,8 @@ def test_check_report_sharded_accepts_a_dcp_save_and_a_report_on_every_rank(answ
     ("answer", "teaches"),
     [
         (report_saved_on_rank_0_only, "saved nothing and reported no checkpoint"),
+        (report_saved_on_dist_rank_0_only, "saved nothing and reported no checkpoint"),
+        (report_saved_on_env_rank_0_only, "saved nothing and reported no checkpoint"),
         (report_checkpoint_of_rank_0_only, "saved its shards but reported no checkpoint"),
         (report_torch_save, "`torch.save` of a sharded state dict"),
         (report_on_rank_0_only, "never called `ray.train.report`"),
