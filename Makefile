@@ -172,6 +172,9 @@ lab: data ## JupyterLab on 127.0.0.1 with its token, one local Ray cluster and M
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
 	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
+	$(if $(RAY_ADDRESS),uri=$$($(BIN)/python -c 'from course import tracking; print(tracking.tracking_uri())') || exit 2; \
+	  if [ "$${uri#http}" != "$$uri" ]; then echo "MLflow's UI: $$uri (the lessons' runs)"; \
+	  else echo "MLflow: the lessons' runs go to $$uri (make mlflow shows them)"; fi;) \
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
 
 # The runs the lessons logged to the store in the results folder (course/tracking.py; `make run` and `make lab` log

@@ -10,7 +10,8 @@ import json
 import re
 import urllib.request
 
-UI_LINE = re.compile(r"MLflow's tracking server and UI: (http://127\.0\.0\.1:\d+)")  # scripts/with-ray-cluster.sh
+# scripts/with-ray-cluster.sh's line, or `make lab`'s own where it attaches to a cluster already up (RAY_ADDRESS)
+UI_LINE = re.compile(r"MLflow's (?:tracking server and )?UI: (http://127\.0\.0\.1:\d+)")
 TRIALS_EXPERIMENT, TRIALS_PREFIX = "07-asha", "train_trial"  # notebook 07's MLflowLoggerCallback: str(trial)
 BEANS_EXPERIMENT, RAY_TRAIN_LESSON = "beans", "02_ray_train_finetune"
 WAIT_MS = 60_000
