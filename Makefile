@@ -178,14 +178,15 @@ lab: data ## JupyterLab on 127.0.0.1 with its token, one local Ray cluster and M
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
 
 # The runs the lessons logged to the store in the results folder (course/tracking.py; `make run` and `make lab` log
-# there through the cluster's tracking server), in MLflow's UI alone: no cluster, nothing else. Ctrl-C stops it.
+# there through the cluster's tracking server), in MLflow's UI alone: no cluster, nothing else. Ctrl-C stops it. No job
+# execution (MLflow 3's GenAI jobs, unused here): its worker processes outlived a Ctrl-C.
 mlflow: setup ## MLflow's UI on 127.0.0.1 over the runs the lessons logged (results/mlflow), alone; Ctrl-C stops it
 	@uri=$$($(BIN)/python -c 'from course import tracking; print(tracking.tracking_uri())') || exit 2; \
 	case "$$uri" in sqlite:///*) ;; *) echo "your runs go to $$uri (COURSE_TRACKING_URI or MLFLOW_TRACKING_URI): open its \
 	  own UI, or unset both for the store in the results folder" >&2; exit 2 ;; esac; \
 	store=$$(dirname "$${uri#sqlite:///}"); mkdir -p "$$store/artifacts"; \
 	echo "MLflow's UI over $$store: http://127.0.0.1:$(strip $(MLFLOW_UI_PORT)) (Ctrl-C stops it)"; \
-	exec $(BIN)/mlflow server --host 127.0.0.1 --port $(strip $(MLFLOW_UI_PORT)) --workers 1 \
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec $(BIN)/mlflow server --host 127.0.0.1 --port $(strip $(MLFLOW_UI_PORT)) --workers 1 \
 	  --backend-store-uri "$$uri" --artifacts-destination "$$store/artifacts"
 
 # On a machine with an NVIDIA GPU (docs/development.md, "On a GPU machine"): what only a GPU shows, one table, minutes.

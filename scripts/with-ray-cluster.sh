@@ -153,8 +153,9 @@ start_tracking() {
   [ "$isolated" = 1 ] && store="$shared/mlflow"
   mkdir -p "$store/artifacts"
   tracking_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  # `python -c` with the temp folder as its first argument, then MLflow's own command line: `mlflow server ...`
-  "$python" -c 'import sys; from mlflow.cli import cli; sys.argv = ["mlflow", *sys.argv[2:]]; cli()' "$temp_dir" \
+  # `python -c` with the temp folder as its first argument, then MLflow's own command line: `mlflow server ...`. No
+  # job execution (MLflow 3's GenAI jobs, which the course does not use): it starts several worker processes of its own.
+  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$python" -c 'import sys; from mlflow.cli import cli; sys.argv = ["mlflow", *sys.argv[2:]]; cli()' "$temp_dir" \
     server --host 127.0.0.1 --port "$tracking_port" --workers 1 --backend-store-uri "sqlite:///$store/mlflow.db" \
     --artifacts-destination "$store/artifacts" >"$log" 2>&1 </dev/null &
   local uri="http://127.0.0.1:$tracking_port"
