@@ -53,8 +53,7 @@ QUIET_WORKERS = {
     # per worker, though nothing writes into a batch.
     "PYTHONWARNINGS": "ignore:The given NumPy array is not writable:UserWarning",
     worker_setup.TRAIN_LOG_LEVEL_ENV: "WARNING",  # no "Checkpoint successfully created at ..." per report
-    # MLflow's info lines on stderr: "View run ... at: <url>" at each run's end, the SQLite store's migrations
-    "MLFLOW_LOGGING_LEVEL": "WARNING",
+    **tracking.QUIET_LOGS,  # MLflow's info lines on stderr
 }
 
 

@@ -13,6 +13,7 @@ alone, on 2 cores): this module imports it inside its functions, and the lessons
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -28,6 +29,9 @@ REACH_TIMEOUT_S = 3.0  # a server that does not answer /health in this time is t
 # MLflow's HTTP client retries a failed request 7 times with a growing back-off (minutes): a server that goes away in
 # the middle of a lesson would hang its cell. Two tries, 10 s each, at most (every worker gets these too).
 QUIET_CLIENT = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+# MLflow's info lines go to stderr ("Creating initial MLflow database tables..." as a SQLite store is made, the store's
+# migrations): warnings only, unless COURSE_VERBOSE=1. Every Ray worker gets it (course.cluster.QUIET_WORKERS).
+QUIET_LOGS = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
 
 
 def store_folder() -> Path:
@@ -89,9 +93,13 @@ def connect(experiment: str, uri: str | None = None) -> str | None:
             f"{MLFLOW_ENV}) to one that runs; unset both for the store in {store_folder()}."
         )
         return None
-    for name, value in QUIET_CLIENT.items():  # MLflow's own logs: course.cluster.QUIET_WORKERS
+    quiet = {} if config.verbose() else QUIET_LOGS
+    for name, value in (QUIET_CLIENT | quiet).items():
         os.environ.setdefault(name, value)
     import mlflow  # here, not at the top: a process that tracks nothing never pays for it
+
+    if quiet:  # MLflow set its logger's level as it was imported, maybe before this (notebook 01 imports it first)
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
 
     mlflow.set_tracking_uri(uri)
     if mlflow.get_experiment_by_name(experiment) is None:

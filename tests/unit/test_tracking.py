@@ -62,7 +62,10 @@ def test_a_server_that_answers_its_health_check_is_reachable():
         server.server_close()
 
 
-def test_the_default_store_needs_no_server_and_keeps_its_runs_and_artifacts_in_the_results_folder(results):
+def test_the_default_store_needs_no_server_and_keeps_its_runs_and_artifacts_in_the_results_folder(
+    results, monkeypatch, capfd
+):
+    monkeypatch.delenv("COURSE_VERBOSE", raising=False)
     uri = tracking.connect("a-test")
     assert uri == tracking.default_uri()
     import mlflow
@@ -74,6 +77,7 @@ def test_the_default_store_needs_no_server_and_keeps_its_runs_and_artifacts_in_t
     assert list(found["tags.mlflow.runName"]) == ["one"] and list(found["metrics.eval_accuracy"]) == [0.5]
     assert (results / "mlflow" / "mlflow.db").is_file()
     assert mlflow.get_run(run.info.run_id).info.artifact_uri.startswith((results / "mlflow" / "artifacts").as_uri())
+    assert capfd.readouterr().err == "", "MLflow's info lines (the new store's tables) stay off stderr"
 
 
 def test_every_worker_gets_the_resolved_uri_as_mlflow_s_own_variable_and_a_client_that_does_not_hang(
