@@ -21,6 +21,7 @@ STEP := $(BIN)/python scripts/steps.py run
 LAB_IP ?= 127.0.0.1  # where `make lab` listens; an instructor serving a room sets another address on purpose
 LAB_PORT ?= 8888  # JupyterLab takes the next free one if this one is busy
 LAB_DIR ?= notebooks  # the folder the lab opens (the browser test serves copies of the notebooks)
+MLFLOW_UI_PORT ?= 5000  # where `make mlflow` serves MLflow's UI, on 127.0.0.1 (`make lab` takes a free port itself)
 # torch 2.13.0: the CPU build on Linux without an NVIDIA GPU (no CUDA libraries), else the default build
 # (CUDA on a Linux GPU machine, the only build on macOS). Set TORCH_INDEX= to always take the default.
 TORCH_INDEX ?= $(shell [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 && echo https://download.pytorch.org/whl/cpu)
@@ -48,8 +49,8 @@ $(foreach quiet,$(if $(SETTINGS_PYTHON),$(shell '$(SETTINGS_PYTHON)' -S course/s
 endif
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help setup hooks data run smoke solutions test site check doctor bench lab latest lint lock clean sources \
-  minimal-linux rehearse gpu-check
+.PHONY: help setup hooks data run smoke solutions test site check doctor bench lab mlflow latest lint lock clean \
+  sources minimal-linux rehearse gpu-check
 
 help: ## list the commands
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -164,13 +165,29 @@ bench: data ## measure ingest, training and batch inference side by side (QUICK=
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/python scripts/bench.py $(if $(QUICK),--quick)
 
 # Every kernel of the lab attaches to one local Ray cluster (RAY_ADDRESS set: that cluster), started with the lab and
-# stopped with it. jupyter-config/ turns off JupyterLab's news pop-up; Ray's stack dump when a kernel is shut down is off.
-lab: data ## JupyterLab on 127.0.0.1 with its token; its notebooks share one local Ray cluster, stopped with the lab
+# stopped with it; beside it MLflow's tracking server and UI on 127.0.0.1 (its address printed as it starts), where the
+# lessons log their runs, stopped with it too. jupyter-config/ turns off JupyterLab's news pop-up; Ray's stack dump when a kernel is shut down is off.
+lab: data ## JupyterLab on 127.0.0.1 with its token, one local Ray cluster and MLflow's UI, all stopped with the lab
 	@flags="--ip=$(strip $(LAB_IP)) --port=$(strip $(LAB_PORT))"; if [ "$$(id -u)" = 0 ]; then \
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
 	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
+	$(if $(RAY_ADDRESS),uri=$$($(BIN)/python -c 'from course import tracking; print(tracking.tracking_uri())') || exit 2; \
+	  if [ "$${uri#http}" != "$$uri" ]; then echo "MLflow's UI: $$uri (the lessons' runs)"; \
+	  else echo "MLflow: the lessons' runs go to $$uri (make mlflow shows them)"; fi;) \
 	$(if $(RAY_ADDRESS),,$(CLUSTER)) $(BIN)/jupyter lab $(strip $(LAB_DIR)) $$flags
+
+# The runs the lessons logged to the store in the results folder (course/tracking.py; `make run` and `make lab` log
+# there through the cluster's tracking server), in MLflow's UI alone: no cluster, nothing else. Ctrl-C stops it. No job
+# execution (MLflow 3's GenAI jobs, unused here): its worker processes outlived a Ctrl-C.
+mlflow: setup ## MLflow's UI on 127.0.0.1 over the runs the lessons logged (results/mlflow), alone; Ctrl-C stops it
+	@uri=$$($(BIN)/python -c 'from course import tracking; print(tracking.tracking_uri())') || exit 2; \
+	case "$$uri" in sqlite:///*) ;; *) echo "your runs go to $$uri (COURSE_TRACKING_URI or MLFLOW_TRACKING_URI): open its \
+	  own UI, or unset both for the store in the results folder" >&2; exit 2 ;; esac; \
+	store=$$(dirname "$${uri#sqlite:///}"); mkdir -p "$$store/artifacts"; \
+	echo "MLflow's UI over $$store: http://127.0.0.1:$(strip $(MLFLOW_UI_PORT)) (Ctrl-C stops it)"; \
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec $(BIN)/mlflow server --host 127.0.0.1 --port $(strip $(MLFLOW_UI_PORT)) --workers 1 \
+	  --backend-store-uri "$$uri" --artifacts-destination "$$store/artifacts"
 
 # On a machine with an NVIDIA GPU (docs/development.md, "On a GPU machine"): what only a GPU shows, one table, minutes.
 gpu-check: data ## on a GPU machine: precision per card, a GPU checkpoint on a CPU, NCCL, every notebook (gpu, smoke), bench

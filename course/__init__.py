@@ -18,6 +18,8 @@ sources                     where data and the pretrained model come from (``COU
                             stand-ins or the Hub and S3, and what is missing, with its fix
 storage                     where Ray's workers write (``COURSE_STORAGE_PATH``), run names, checkpoints kept; files of
                             a local path or a bucket through one pyarrow filesystem
+tracking                    where MLflow runs go (``COURSE_TRACKING_URI``, ``MLFLOW_TRACKING_URI`` wins), whether it
+                            answers (one line if not), MLflow imported only where used
 cluster                     connecting to Ray: the job's runtime env (code, settings), loopback on this machine, shared
                             paths, quiet workers; Ray Data's settings
 distributed                 how a trainer's workers find each other: torch.distributed, XGBoost and TensorFlow on

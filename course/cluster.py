@@ -16,7 +16,7 @@ import ray.data
 from ray.runtime_env import RuntimeEnv
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from course import config, internals, settings, worker_setup
+from course import config, internals, settings, tracking, worker_setup
 from course.config import verbose
 from course.deadline import first_line
 from course.storage import filesystem, storage_path
@@ -53,6 +53,7 @@ QUIET_WORKERS = {
     # per worker, though nothing writes into a batch.
     "PYTHONWARNINGS": "ignore:The given NumPy array is not writable:UserWarning",
     worker_setup.TRAIN_LOG_LEVEL_ENV: "WARNING",  # no "Checkpoint successfully created at ..." per report
+    **tracking.QUIET_LOGS,  # MLflow's info lines on stderr
 }
 
 
@@ -151,7 +152,8 @@ def job_runtime_env(extra: dict | None = None) -> CompactRuntimeEnv:
 
     * ``py_modules``: the course's own code (``helpers`` and ``course``), uploaded with the job, so that a node with
       only the locked packages installed (a cluster's image) imports it; nothing is installed by hand on any node;
-    * ``env_vars``: the course's settings (where data and storage are, sources, the pretrained model, budget), what
+    * ``env_vars``: the course's settings (where data and storage are, sources, the pretrained model, budget, where
+      MLflow runs go), what
       a worker needs to reach a bucket or the Hub (:data:`PASSED_TO_WORKERS`), quiet libraries (unless
       ``COURSE_VERBOSE=1``), and the variables Ray Train gives its controller, so that the controller's env equals the
       job's;
@@ -171,6 +173,7 @@ def job_env_vars() -> dict[str, str]:
     """The ``env_vars`` of the job's runtime env (:func:`job_runtime_env`; notebook 00 writes that env out)."""
     course = {name: os.environ[name] for name in SETTINGS_PASSED_ON if name in os.environ}
     course |= {config.DATA_DIR_ENV: str(config.DATA_DIR), config.STORAGE_ENV: storage_path()}
+    course |= tracking.worker_env()  # where MLflow runs go, resolved here (course.tracking)
     passed = {name: os.environ[name] for name in PASSED_TO_WORKERS if name in os.environ}
     train = {name: value for name, value in os.environ.items() if name.startswith("RAY_TRAIN_")}
     train |= {name: os.environ.get(name, value) for name, value in TRAIN_CONTROLLER_ENV.items()}

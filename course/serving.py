@@ -67,9 +67,10 @@ def latest_run(name: str, storage: str | None = None) -> str | None:
     return storage.rstrip("/") + "/" + runs[-1].rsplit("/", 1)[-1]
 
 
-def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
-    """The last checkpoint a Ray Train run reported, and the metrics reported with it (Ray Train's own reading of the
-    run folder, ``Result.from_path``; it logs that it found the run's snapshot, unless ``COURSE_VERBOSE=1`` quietly)."""
+def best_checkpoint(run: str, metric: str = "eval_accuracy") -> tuple[Checkpoint, dict]:
+    """The best of the checkpoints a Ray Train run kept, by ``metric`` (highest), and the metrics reported with it, as
+    notebook 02 reads its own (``Result.get_best_checkpoint``). Ray Train's own reading of the run folder,
+    ``Result.from_path``, logs that it found the run's snapshot: quietly, unless ``COURSE_VERBOSE=1``."""
     train = logging.getLogger("ray.train")
     level = train.level
     if not verbose():
@@ -80,11 +81,12 @@ def last_checkpoint(run: str) -> tuple[Checkpoint, dict]:
         train.setLevel(level)
     if result.checkpoint is None:
         raise FileNotFoundError(f"The run at {run} reported no checkpoint: run {FINE_TUNED_NOTEBOOK} again.")
-    return result.checkpoint, result.metrics
+    best = result.get_best_checkpoint(metric=metric, mode="max")
+    return best, next(metrics for checkpoint, metrics in result.best_checkpoints if checkpoint.path == best.path)
 
 
 def fine_tuned_checkpoint(sources: Sources, dogs: DogsBudget, storage: str | None = None) -> Checkpoint:
-    """The model notebook 03 fine-tuned (the last checkpoint of its newest run), saying which one.
+    """The model notebook 03 fine-tuned (the best checkpoint of its newest run, by validation accuracy), saying which.
 
     When notebook 03 has not run yet: with the stand-in sources, a stand-in fine-tuned here in a minute or two
     (and kept in results/ for the next run), saying so and naming the notebook to run; with the real sources, an
@@ -92,10 +94,10 @@ def fine_tuned_checkpoint(sources: Sources, dogs: DogsBudget, storage: str | Non
     """
     run = latest_run(FINE_TUNED_RUN, storage)
     if run is not None:
-        checkpoint, metrics = last_checkpoint(run)
-        print(f"serving notebook 03's model: {checkpoint.path}")
+        checkpoint, metrics = best_checkpoint(run)
+        print(f"serving notebook 03's model, the best checkpoint of its newest run: {checkpoint.path}")
         accuracy = metrics.get("eval_accuracy", float("nan"))
-        print(f"  reported at step {metrics.get('step')}, validation accuracy {accuracy:.3f}")
+        print(f"  reported at step {metrics.get('step')}, validation accuracy {accuracy:.3f} (the highest it kept)")
         return checkpoint
     where = f"{storage or storage_path()}/{FINE_TUNED_RUN}-*"
     if sources.kind != "standin":

@@ -40,7 +40,8 @@ QUIET_LIBRARIES = {
 @dataclass(frozen=True)
 class Setting:
     """One ``COURSE_*`` variable. ``kind`` says what it allows: ``choice`` (one of ``choices``), ``flag`` (1 or 0),
-    ``integer`` (at least ``minimum``), ``port``, ``level`` (a logging level), ``url``, ``path`` or ``text``."""
+    ``integer`` (at least ``minimum``), ``port``, ``level`` (a logging level), ``url``, ``path``, ``tracking`` (an
+    MLflow tracking URI) or ``text``."""
 
     name: str
     meaning: str
@@ -64,6 +65,7 @@ class Setting:
             "level": f"a logging level, one of {list(LEVELS)}",
             "url": "a URL (http://, https:// or file://)",
             "path": "a path",
+            "tracking": "an MLflow tracking URI (http://host:port, https://..., sqlite:///path, file:///path)",
         }.get(self.kind, "any text")
 
     def when_unset(self) -> str:
@@ -114,6 +116,15 @@ def _not_a_uri(text: str) -> str | None:
             "/mnt/cluster_storage/vit-ray-course/data). Buckets work for COURSE_STORAGE_PATH (checkpoints and "
             "outputs), and COURSE_SOURCES=real reads the public data sets from S3 itself"
         )
+    return None
+
+
+TRACKING_SCHEMES = ("http://", "https://", "sqlite:///", "file://", "databricks")
+
+
+def _not_a_tracking_uri(text: str) -> str | None:
+    if not text.startswith(TRACKING_SCHEMES):
+        return "is not an MLflow tracking URI"
     return None
 
 
@@ -172,6 +183,16 @@ SETTINGS = (
         "path",
         unset="results/ in the checkout",
         example="/tmp/course-results",
+    ),
+    Setting(
+        "COURSE_TRACKING_URI",
+        "where the training lessons log their MLflow runs: a tracking server every Ray worker reaches (http://...), "
+        "or a store on this machine (sqlite:///...); MLFLOW_TRACKING_URI, when set, wins over it",
+        "tracking",
+        unset="sqlite:///<COURSE_RESULTS_DIR>/mlflow/mlflow.db, a store that needs no server (course.tracking)",
+        example="http://127.0.0.1:5000",
+        set_by="you (the cluster script: the tracking server it starts on 127.0.0.1)",
+        rule=_not_a_tracking_uri,
     ),
     Setting(
         "COURSE_SERVE_PORT",

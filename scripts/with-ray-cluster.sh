@@ -37,7 +37,7 @@ python="$venv/bin/python"
 # only the standard library): a wrong value stops here, with the fix.
 settings_python="$python"; [ -x "$settings_python" ] || settings_python=python3
 settings=$("$settings_python" -S "$root/course/settings.py" shell COURSE_RAY_PORT COURSE_RAY_CPUS_PER_NODE \
-  COURSE_RAY_WORKER_GPUS COURSE_RAY_ISOLATED_NODE) || exit 2
+  COURSE_RAY_WORKER_GPUS COURSE_RAY_ISOLATED_NODE COURSE_RESULTS_DIR COURSE_TRACKING_URI) || exit 2
 eval "$settings"
 port=$COURSE_RAY_PORT
 cpus_per_node=$COURSE_RAY_CPUS_PER_NODE  # 2 nodes x 4 by default: a 2-worker trainer and a 2-actor pool fit
@@ -139,7 +139,50 @@ stop_cluster() {
   return 1
 }
 
+launch_tracking() {
+  # MLflow's tracking server, for the runs the lessons log (course/tracking.py): a worker node of a real cluster shares
+  # no files with this machine, so the workers log over HTTP to a server every node reaches. On 127.0.0.1, on a free
+  # port, with its SQLite store and artifacts in the results folder (results/mlflow, where `make mlflow` reads them),
+  # or, beside an isolated worker node, in the shared folder removed with the cluster (the tests' runs). Its command
+  # line names the cluster's temp folder: `stop` ends it with the rest. A tracking URI you set is left as it is.
+  # Launched before the nodes start and awaited after (await_tracking): its start-up (7 to 9 s on 2 busy cores, the
+  # SQLite store's tables included) overlaps theirs.
+  tracking_uri="" tracking_pid=""
+  if [ -n "${MLFLOW_TRACKING_URI:-}" ] || [ -n "$COURSE_TRACKING_URI" ]; then
+    say "MLflow: the runs go to ${MLFLOW_TRACKING_URI:-$COURSE_TRACKING_URI} (yours; no tracking server started)"
+    return 0
+  fi
+  tracking_store="${COURSE_RESULTS_DIR:-$root/results}/mlflow"
+  [ "$isolated" = 1 ] && tracking_store="$shared/mlflow"
+  mkdir -p "$tracking_store/artifacts"
+  local tracking_port
+  tracking_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # `python -c` with the temp folder as its first argument, then MLflow's own command line: `mlflow server ...`. No
+  # job execution (MLflow 3's GenAI jobs, which the course does not use): it starts several worker processes of its own.
+  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$python" -c 'import sys; from mlflow.cli import cli; sys.argv = ["mlflow", *sys.argv[2:]]; cli()' "$temp_dir" \
+    server --host 127.0.0.1 --port "$tracking_port" --workers 1 --backend-store-uri "sqlite:///$tracking_store/mlflow.db" \
+    --artifacts-destination "$tracking_store/artifacts" >"$state/mlflow-$port.log" 2>&1 </dev/null &
+  tracking_pid=$! tracking_uri="http://127.0.0.1:$tracking_port"
+}
+
+await_tracking() {
+  [ -n "$tracking_uri" ] || return 0
+  export COURSE_TRACKING_URI="$tracking_uri"  # if it never answers, the lessons say in one line that tracking is off
+  for _ in $(seq 240); do
+    if "$python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/health", timeout=1)' \
+      "$tracking_uri" 2>/dev/null; then
+      echo "$tracking_uri" >"$state/tracking-$port"  # for `start`'s export line
+      say "MLflow's tracking server and UI: $tracking_uri (store in $tracking_store)"
+      return 0
+    fi
+    kill -0 "$tracking_pid" 2>/dev/null || break  # it stopped: no use waiting
+    sleep 0.5
+  done
+  say "MLflow's tracking server did not answer at $tracking_uri ($state/mlflow-$port.log): the lessons will not track" >&2
+}
+
 remove_isolated_folders() {
+  rm -f "$state/tracking-$port"
   rm -rf "$node_dir" "$node_dir-venv" "$spare_dir" "$spare_dir-venv" "$shared" 2>/dev/null || true
 }
 
@@ -272,16 +315,20 @@ start_cluster() {
   if [ "$isolated" = 1 ]; then
     say "starting a head node (no CPUs) and a worker node that shares no files ($((cpus_per_node * 2)) CPUs) at $RAY_ADDRESS"
     publish_shared_data
+    launch_tracking
     "$python" "$root/scripts/local_cluster.py" --port "$port" --cpus-per-node "$cpus_per_node" --head-only \
       --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
     grep '^\[ray-cluster\]' "$state/start-$port.log"
     start_isolated_node
+    await_tracking
     return
   fi
   say "starting a head node and a worker node ($cpus_per_node CPUs each) at $RAY_ADDRESS from $venv"
+  launch_tracking
   "$python" "$root/scripts/local_cluster.py" --port "$port" --cpus-per-node "$cpus_per_node" \
     --worker-gpus "$worker_gpus" --temp-dir "$temp_dir" >"$state/start-$port.log" 2>&1 || { cat "$state/start-$port.log" >&2; return 1; }
   grep '^\[ray-cluster\]' "$state/start-$port.log"
+  await_tracking
 }
 
 case "${1:-}" in
@@ -294,6 +341,7 @@ case "${1:-}" in
     fi
     shared_env=""
     if [ -d "$node_dir" ]; then shared_env=" COURSE_DATA_DIR=$shared/data COURSE_STORAGE_PATH=$shared/results"; fi
+    if [ -s "$state/tracking-$port" ]; then shared_env="$shared_env COURSE_TRACKING_URI=$(cat "$state/tracking-$port")"; fi
     echo "export RAY_ADDRESS=$RAY_ADDRESS RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0$shared_env"
     ;;
   stop) stop_cluster ;;

@@ -6,11 +6,13 @@ Playwright drives headless Chromium (Debian's `chromium`) against `make lab`, se
 (executed.IN_THE_BROWSER, in order): open it, Run > Run All Cells, wait until the kernel is idle, save. The earlier
 kernels stay alive, as they do for a learner. Then, from the saved file: every code cell ran, no output is an error or a
 traceback, nothing on stderr that the notebook does not explain (executed.stderr_problems), and the line with the
-headline beside its floor (results.record's) is there; reopened, no widget fails to display. The saved copies are also
-checked as tests/lessons/test_notebooks.py checks an executed copy (a headline from a run of this size, above its floor
-at the course size; output a reader can follow), which then leaves these notebooks to this test (notebook 06 runs in
-tests/lessons/test_serve.py, which drives Chromium too). The kernels run without pytest's marker, as under `make lab`
-by hand. A screenshot of each notebook's end is kept in results/browser/.
+headline beside its floor (results.record's) is there; reopened, no widget fails to display. Then MLflow's UI, which
+`make lab` serves beside JupyterLab, shows notebook 07's trials and notebook 02's evaluations
+(tests/support/mlflow_ui.py). The saved copies are also checked as tests/lessons/test_notebooks.py checks an executed
+copy (a headline from a run of this size, above its floor at the course size; output a reader can follow), which then
+leaves these notebooks to this test (notebook 06 runs in tests/lessons/test_serve.py, which drives Chromium too). The
+kernels run without pytest's marker, as under `make lab` by hand. A screenshot of each notebook's end is kept in
+results/browser/.
 
 Skipped, saying so, where Chromium or Playwright is missing (.ci/run installs Chromium).
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from executed import BROWSER_READY, CHROMIUM, IN_THE_BROWSER, NOTEBOOK_ENV, headline_problem, problems, run_course
+from mlflow_ui import ui_address, ui_problems
 from ports import SocketWatch
 
 from course import results
@@ -206,6 +209,12 @@ def test_notebooks_run_all_in_jupyterlab_one_after_another(lab):
             page.wait_for_timeout(1500)
             if page.get_by_text("Error displaying widget").count():
                 failures.setdefault(name, []).append("reopened, it shows 'Error displaying widget'")
+        # MLflow's UI, served beside the lab at the address it printed: 07's trials and 02's evaluations are there
+        ui = ui_address((OUT / "lab.log").read_text())
+        found = ui_problems(page, ui) if ui else ["`make lab` printed no address of MLflow's UI"]
+        page.screenshot(path=str(OUT / "mlflow-ui.png"))
+        if found:
+            failures["MLflow's UI"] = found
         browser.close()
     steps.record("its browser test", began_wall, time.monotonic() - began, 1 if failures else 0)  # .ci/run's table
     assert not failures, json.dumps(failures, indent=1, ensure_ascii=False)

@@ -22,6 +22,8 @@ import psutil
 import pytest
 from ports import beyond_loopback, free_cluster_port, listeners
 
+from course import tracking
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "with-ray-cluster.sh"
 PORT = 6589  # preferred: not the 6389 of `make test`'s own cluster (free_cluster_port takes another if it is held)
@@ -111,6 +113,9 @@ def cluster(tmp_path_factory) -> Iterator[dict[str, str]]:
     # a learner's cluster: not make test's, whose worker node shares no files (COURSE_RAY_ISOLATED_NODE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "COURSE_RAY_ISOLATED_NODE"}
     env.update(VENV=str(venv), COURSE_RAY_PORT=str(free_cluster_port(PORT)))
+    env["COURSE_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))  # the tracking server's store: the test's own
+    env.pop("COURSE_TRACKING_URI", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
     no_procps = without_procps(tmp_path_factory.mktemp("no-procps"))
     env["PATH"] = f"{no_procps}:{env['PATH']}"
     before = {p.pid for p in psutil.process_iter()}
@@ -199,6 +204,16 @@ def test_every_process_of_the_cluster_listens_on_loopback_only(cluster, tasks):
     assert len(processes) >= 6, "expected the GCS, two raylets, their agents and workers"
     found = [listener for listener in listeners(processes) if listener[0] not in ALLOWED_BEYOND_LOOPBACK]
     assert not beyond_loopback(found), f"listening beyond 127.0.0.1: {beyond_loopback(found)}"
+
+
+def test_the_cluster_s_tracking_server_answers_on_loopback_with_its_store_in_the_results_folder(cluster):
+    """The MLflow server the script starts beside the cluster (`start` exports its address); the fixture checks that
+    `stop` ends it with the rest, the test above that it listens on 127.0.0.1 only."""
+    uri = cluster["COURSE_TRACKING_URI"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", uri), uri
+    assert tracking.problem(uri) is None, tracking.problem(uri)
+    assert any("mlflow" in " ".join(p.cmdline()) for p in cluster_processes(cluster)), "no MLflow server among them"
+    assert (Path(cluster["COURSE_RESULTS_DIR"]) / "mlflow" / "mlflow.db").is_file()
 
 
 ALIVE_NODES = "import ray; ray.init(); print(sum(n['Alive'] for n in ray.nodes()))"

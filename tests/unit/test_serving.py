@@ -122,36 +122,36 @@ def test_a_port_that_frees_a_moment_later_counts_as_stopped_and_one_that_stays_d
     assert serving.stops_listening(port, within_s=60) and not serving.is_listening(port)
 
 
-def fake_run(storage: Path, name: str, steps: list[int]) -> Path:
+def fake_run(storage: Path, name: str, steps: list[int], accuracies: list[float] | None = None) -> Path:
     run = storage / name
     run.mkdir(parents=True)
     reported = []
-    for step in steps:
+    for step, accuracy in zip(steps, accuracies or [0.9] * len(steps), strict=True):
         folder = f"checkpoint_{step:04d}"
         (run / folder / "checkpoint").mkdir(parents=True)
-        reported.append({"checkpoint_dir_name": folder, "metrics": {"step": step, "eval_accuracy": 0.9}})
+        reported.append({"checkpoint_dir_name": folder, "metrics": {"step": step, "eval_accuracy": accuracy}})
     (run / internals.RUN_SNAPSHOT).write_text(json.dumps(ray_train_snapshot(reported)))  # as Ray Train writes it
     return run
 
 
-def test_the_model_served_is_the_last_checkpoint_of_notebook_03s_newest_run(tmp_path, capsys):
+def test_the_model_served_is_the_best_checkpoint_of_notebook_03s_newest_run_not_its_last(tmp_path, capsys):
     fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-01-01_10-00-00", [50, 100])
-    fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [50, 100, 150])
+    fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [50, 100, 150], [0.7, 0.9, 0.8])
     fake_run(tmp_path, "02-beans-ray-train-2026-03-01_10-00-00", [50])
     (tmp_path / f"{serving.FINE_TUNED_RUN}-2026-03-01_10-00-00").mkdir()  # started, stopped before a checkpoint
     checkpoint = serving.fine_tuned_checkpoint(get_sources("standin"), DOGS, storage=str(tmp_path))
-    assert checkpoint.path.endswith(f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00/checkpoint_0150")
-    assert "step 150, validation accuracy 0.900" in capsys.readouterr().out
+    assert checkpoint.path.endswith(f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00/checkpoint_0100")
+    assert "step 100, validation accuracy 0.900 (the highest it kept)" in capsys.readouterr().out
 
 
 def test_the_run_is_read_quietly_and_one_without_a_checkpoint_names_the_notebook_to_run_again(tmp_path, capfd):
     run = fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-01-01_10-00-00", [50])
-    checkpoint, metrics = serving.last_checkpoint(str(run))
+    checkpoint, metrics = serving.best_checkpoint(str(run))
     assert checkpoint.path == str(run / "checkpoint_0050") and metrics == {"step": 50, "eval_accuracy": 0.9}
     assert capfd.readouterr() == ("", ""), "Ray Train's own line about the run's snapshot stays out of the notebook"
     empty = fake_run(tmp_path, f"{serving.FINE_TUNED_RUN}-2026-02-01_10-00-00", [])
     with pytest.raises(FileNotFoundError, match=r"reported no checkpoint: run notebooks/03_ray_data.ipynb again"):
-        serving.last_checkpoint(str(empty))
+        serving.best_checkpoint(str(empty))
 
 
 def test_without_notebook_03s_run_the_real_sources_name_the_notebook_to_run_first(tmp_path):

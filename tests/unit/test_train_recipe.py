@@ -25,6 +25,8 @@ DIFFERENT_ON_PURPOSE = {
     "per_device_train_batch_size": "a worker takes its share of notebook 01's batch",
     "save_strategy": "a worker checkpoints at every evaluation, for Ray Train",
     "logging_steps": "workers log only at evaluations",
+    "report_to": "notebook 01 tracks through the Trainer's MLflow callback; the workers, from rank 0 (notebook 02)",
+    "run_name": "notebook 01's MLflow run; a worker's run is named after its Ray Train run",
 }
 
 
@@ -33,6 +35,7 @@ def notebook_arguments(budget: Budget) -> dict:
     found = calls(NOTEBOOK, "TrainingArguments")
     assert found, "notebook 01 has no TrainingArguments(...) call"
     names = {"budget": budget, "str": str, "output_dir": "notebook-01", "loader_workers": loader_workers}
+    names["tracking_uri"] = "sqlite:///mlflow.db"  # where notebook 01's run goes (course.tracking.connect)
     return {k.arg: eval(ast.unparse(k.value), names) for k in found[0].keywords if k.arg}  # noqa: S307
 
 
