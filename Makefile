@@ -166,12 +166,14 @@ bench: data ## measure ingest, training and batch inference side by side (QUICK=
 
 # Every kernel of the lab attaches to one local Ray cluster (RAY_ADDRESS set: that cluster), started with the lab and
 # stopped with it; beside it MLflow's tracking server and UI on 127.0.0.1 (its address printed as it starts), where the
-# lessons log their runs, stopped with it too. jupyter-config/ turns off JupyterLab's news pop-up; Ray's stack dump when a kernel is shut down is off.
+# lessons log their runs, stopped with it too. jupyter-config/ turns off JupyterLab's news pop-up; Ray's stack dump when a kernel is shut down is off, and so is
+# the debugger's note on frozen modules that every kernel prints to the lab's terminal as it starts.
 lab: data ## JupyterLab on 127.0.0.1 with its token, one local Ray cluster and MLflow's UI, all stopped with the lab
 	@flags="--ip=$(strip $(LAB_IP)) --port=$(strip $(LAB_PORT))"; if [ "$$(id -u)" = 0 ]; then \
 	  echo "running as root (a container?): starting JupyterLab with --allow-root"; flags="$$flags --allow-root"; fi; \
 	export JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; \
 	export RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1; \
+	export PYDEVD_DISABLE_FILE_VALIDATION=1; \
 	$(if $(RAY_ADDRESS),uri=$$($(BIN)/python -c 'from course import tracking; print(tracking.tracking_uri())') || exit 2; \
 	  if [ "$${uri#http}" != "$$uri" ]; then echo "MLflow's UI: $$uri (the lessons' runs)"; \
 	  else echo "MLflow: the lessons' runs go to $$uri (make mlflow shows them)"; fi;) \
