@@ -282,3 +282,19 @@ def crossover_images(loop: dict[str, float], pool: dict[str, float]) -> float | 
         return None
     extra_startup = max(0.0, pool["startup_s"] - loop["startup_s"])
     return extra_startup / (1 / loop["images_per_s"] - 1 / pool["images_per_s"])
+
+
+# --- what tracking costs a worker ------------------------------------------------------------------------------
+
+
+def import_seconds(modules: tuple[str, ...] = ("torch", "ray.train.torch"), then: str = "mlflow") -> float:
+    """The seconds that importing ``then`` takes in this process once ``modules`` are loaded (this module loads torch
+    and Ray Train already, as a Ray Train worker has before its training function logs): what rank 0 pays to import
+    MLflow (course.tracking) in a lesson's start-up. Run it in a fresh worker process each time (``max_calls=1``)."""
+    import importlib
+
+    for name in modules:
+        importlib.import_module(name)
+    start = time.perf_counter()
+    importlib.import_module(then)
+    return time.perf_counter() - start

@@ -11,7 +11,9 @@ Side by side in one run, with notebook 04's model, images, batch size and worker
 * training: the same model trained by the same Ray Train workers from each of the three, the time to the
   first batch and the steady images per second (on GPUs: in fp32 with TF32 and in bf16, fp16 where the GPU has no
   native bf16, next to the seeds' T4 figure);
-* batch inference: an actor pool (``map_batches``) against a loop written by hand in one process.
+* batch inference: an actor pool (``map_batches``) against a loop written by hand in one process;
+* tracking: the seconds MLflow's import adds to a fresh Ray worker that has torch and Ray Train loaded, as rank 0 of a
+  training lesson imports it (course.tracking), against a target of a second.
 
 The first epoch or run of each side is its warm-up, reported apart; every steady figure is the median
 of the repetitions after it (min and max beside it). Writes results/bench/: bench.json (every figure and
@@ -25,6 +27,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -58,6 +61,7 @@ FIRST_STREAMING_BATCH_TARGET_S = 2.0  # the first batch of the first streaming e
 # and the course's ViT-B/16 batch inference per GPU in bf16 (Ray Data's release figure for image inference).
 H100_EPOCH_TARGET_S = {"fp32": 9.0, "bf16": 3.0}
 VIT_B16_INFERENCE_TARGET_PER_GPU = 900  # images per second per GPU, bf16
+TRACKING_IMPORT_TARGET_S = 1.0  # MLflow's import may add at most a second to a lesson's start-up (issue 79)
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,19 @@ def measure_inference(uri: str, settings: Settings, plan) -> dict[str, dict]:
     return {"hand loop": benchmark.run_summary(loop), "actor pool": benchmark.run_summary(pool)}
 
 
+def measure_tracking_import(repeats: int) -> dict[str, float]:
+    """MLflow's import in a fresh Ray worker process each time (``max_calls=1``), torch and Ray Train already loaded:
+    the median of ``repeats`` tries, with its spread."""
+    task = ray.remote(benchmark.import_seconds).options(num_cpus=1, max_calls=1)
+    seconds = sorted(ray.get(task.remote()) for _ in range(repeats))  # one at a time: none slows another
+    return {
+        "import_s": statistics.median(seconds),
+        "import_s_min": seconds[0],
+        "import_s_max": seconds[-1],
+        "tries": repeats,
+    }
+
+
 def machine(resources: dict[str, float]) -> dict:
     """Where the bench ran: this machine, the cluster's resources, the versions that matter."""
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -289,6 +306,13 @@ def markdown(report: dict) -> str:
             else "no number of images at this size (its steady rate is not higher)."
         )
     )
+    imported = report["tracking"]
+    lines.append(
+        f"Tracking: MLflow's import in a fresh Ray worker that has torch and Ray Train loaded: "
+        f"{imported['import_s']:.2f} s, median of {imported['tries']} ({imported['import_s_min']:.2f}–"
+        f"{imported['import_s_max']:.2f}); {'✓' if imported['import_s'] <= TRACKING_IMPORT_TARGET_S else '✗'} target: "
+        f"within {TRACKING_IMPORT_TARGET_S:g} s, what rank 0 adds to a lesson's start-up (course.tracking)."
+    )
     if report.get("gpu"):
         lines += ["", "| GPU run | s per 50,000-image epoch | images/s per GPU |", "|---|---:|---:|"]
         for name, fig in report["gpu"].items():
@@ -362,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     report["inference_crossover_images"] = benchmark.crossover_images(
         report["inference"]["hand loop"], report["inference"]["actor pool"]
     )
+    print("tracking (MLflow's import on a worker) ...", flush=True)
+    report["tracking"] = measure_tracking_import(settings.repeats + 1)
     if settings.use_gpu:
         report["gpu"] = gpu_figures(report["training"], settings)
     report["bench_s"] = time.perf_counter() - started

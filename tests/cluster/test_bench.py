@@ -103,6 +103,9 @@ def test_the_quick_bench_produces_every_figure(tmp_path: Path) -> None:
     assert report["machine"]["cluster"]["CPU"] > 0 and "gpu" not in report  # no GPU here: no GPU run
     assert (tmp_path / "bench.png").stat().st_size > 10_000
     assert "ReadParquet" in (tmp_path / "ray-data-stats.txt").read_text()
+    imported = report["tracking"]
+    assert 0 < imported["import_s_min"] <= imported["import_s"] <= imported["import_s_max"]
+    assert "Tracking: MLflow's import in a fresh Ray worker" in table and imported["tries"] >= 2
 
 
 def test_on_gpus_the_bench_trains_in_the_16_bits_the_gpu_computes_natively() -> None:

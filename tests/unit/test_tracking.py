@@ -88,3 +88,15 @@ def test_every_worker_gets_the_resolved_uri_as_mlflow_s_own_variable_and_a_clien
     env = cluster.job_env_vars()
     assert env[tracking.MLFLOW_ENV] == "http://127.0.0.1:5001"
     assert env["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == tracking.QUIET_CLIENT["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+
+
+def test_the_course_s_modules_leave_mlflow_unimported_until_a_run_is_logged():
+    """A worker that tracks nothing (every rank but 0) never pays MLflow's import: the course's modules that every
+    worker and notebook load import it only inside the functions that log or read runs."""
+    import subprocess
+    import sys
+
+    probe = "import sys, course.tracking, course.cluster, course.serving; print('mlflow' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False", "importing the course's modules imported MLflow"
