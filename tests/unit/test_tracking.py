@@ -15,8 +15,11 @@ from course import cluster, config, tracking
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
-    """A results folder of the test's own: the default store lives there, and goes with the test."""
+    """A results folder of the test's own: the default store lives there, and goes with the test. Neither tracking
+    variable is set, as on a machine without the course's cluster (under make test, the cluster's server is set)."""
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    monkeypatch.delenv(tracking.MLFLOW_ENV, raising=False)
+    monkeypatch.delenv(tracking.TRACKING_ENV, raising=False)
     return tmp_path
 
 
