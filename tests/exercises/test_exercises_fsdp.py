@@ -50,6 +50,13 @@ def shard_the_lessons_four_blocks(model, lr):
     return torch.optim.AdamW(model.parameters(), lr=lr)
 
 
+def shard_the_lessons_twelve_blocks(model, lr):  # more blocks than the check's ViT has: an IndexError
+    for index in range(12):
+        fully_shard(model.encoder.layers[index])
+    fully_shard(model)
+    return torch.optim.AdamW(model.parameters(), lr=lr)
+
+
 def optimizer_before_sharding(model, lr):
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     shard_right(model, lr)
@@ -84,6 +91,7 @@ def test_check_shard_accepts_a_unit_per_block_then_the_root(answer):
         (shard_the_root_only, "gathers the whole model"),
         (shard_the_blocks_only, "stay whole on every rank"),
         (shard_the_lessons_four_blocks, "Loop over `model.encoder.layers`"),
+        (shard_the_lessons_twelve_blocks, "IndexError: index 3 is out of range: the check's ViT has 3 blocks"),
         (optimizer_before_sharding, "Build the optimizer after sharding"),
         (shard_without_returning, "not an optimizer"),
         (shard_with_sgd, "`torch.optim.AdamW`"),

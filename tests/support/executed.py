@@ -114,6 +114,11 @@ EXPLAINED = {
     # Ray Data, once in each process that runs a dataset whose DataContext turned its progress bars off (03's training
     # data: the notebook's process and each SplitCoordinator)
     re.compile(r"Progress bars disabled\. To enable, set"): "Progress bars disabled",
+    # Ray Data, while some workers of a run leave their shard unread (04.2's check, judging an answer where only rank 0
+    # reads): the other splits wait for them
+    re.compile(r"StreamSplitDataIterator\(epoch=\d+, split=\d+\) blocked waiting on other clients"): (
+        "blocked waiting on other clients"
+    ),
     # Ray Data, as it stops an actor pool whose actors still had a batch queued (03, once `take_batch` has its rows)
     re.compile(r"Task MapWorker\(.*\)\.submit failed"): "Task MapWorker(...).submit failed",
 }
