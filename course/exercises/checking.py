@@ -68,7 +68,12 @@ class NotDone(Exception):
 
 
 class Raised(Exception):
-    """The learner's code raised something else: the message says what."""
+    """The learner's code raised something else: the message says what; ``error`` is what it raised, where a check
+    adds a hint of its own for one kind of error."""
+
+    def __init__(self, message: str, error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 UNKNOWN_NAME = (
@@ -84,9 +89,9 @@ def attempt(function: Callable, *args: Any, **kwargs: Any) -> Any:
     except NotImplementedError:
         raise NotDone from None
     except NameError as error:  # a name from another cell, never run, or never imported in this notebook
-        raise Raised(f"it raised {first_line(error)}: {UNKNOWN_NAME}") from None
+        raise Raised(f"it raised {first_line(error)}: {UNKNOWN_NAME}", error) from None
     except Exception as error:
-        raise Raised(f"it raised {first_line(error)}") from None
+        raise Raised(f"it raised {first_line(error)}", error) from None
 
 
 def in_time(function: Callable, *args: Any, limit_s: float, late: str, grace_s: float = 5.0) -> Any:
