@@ -287,14 +287,12 @@ def crossover_images(loop: dict[str, float], pool: dict[str, float]) -> float | 
 # --- what tracking costs a worker ------------------------------------------------------------------------------
 
 
-def import_seconds(modules: tuple[str, ...] = ("torch", "ray.train.torch"), then: str = "mlflow") -> float:
-    """The seconds that importing ``then`` takes in this process once ``modules`` are loaded (this module loads torch
-    and Ray Train already, as a Ray Train worker has before its training function logs): what rank 0 pays to import
+def import_seconds(module: str = "mlflow") -> float:
+    """The seconds that importing ``module`` takes in this process, which has torch and Ray Train loaded already (this
+    module imports them, as a Ray Train worker has before its training function logs): what rank 0 pays to import
     MLflow (course.tracking) in a lesson's start-up. Run it in a fresh worker process each time (``max_calls=1``)."""
     import importlib
 
-    for name in modules:
-        importlib.import_module(name)
     start = time.perf_counter()
-    importlib.import_module(then)
+    importlib.import_module(module)
     return time.perf_counter() - start
